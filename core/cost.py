@@ -1,0 +1,117 @@
+"""The hardware cost curve T(N): the target's forward time for N new tokens, measured on the device in use."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+import torch
+
+from specmix.errors import ConfigurationError
+from specmix.paths import cache_dir
+from specmix.target import Target
+
+DEFAULT_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
+
+
+def _check_curve(instance, attribute, value):
+    sizes = instance.sizes
+    if len(sizes) < 1 or len(sizes) != len(instance.seconds):
+        raise ConfigurationError("a cost curve needs one time per size, and at least one size")
+    if any(b <= a for a, b in zip(sizes, sizes[1:])) or sizes[0] < 1:
+        raise ConfigurationError(f"cost-curve sizes must be increasing positive integers, got {sizes}")
+    if any(not s > 0 for s in instance.seconds):
+        raise ConfigurationError("cost-curve times must be positive")
+
+
+@attrs.frozen
+class CostCurve:
+    """Measured forward seconds at increasing token counts, linearly interpolated between them."""
+
+    sizes: tuple[int, ...] = attrs.field(converter=tuple)
+    seconds: tuple[float, ...] = attrs.field(converter=tuple, validator=_check_curve)
+
+    def time(self, n: int) -> float:
+        """Forward seconds for ``n`` new tokens (extrapolated linearly past the last size)."""
+        sizes, seconds = self.sizes, self.seconds
+        if n <= sizes[0] or len(sizes) == 1:
+            return seconds[0] if n <= sizes[0] else seconds[0] * n / sizes[0]
+        for (a, ta), (b, tb) in zip(zip(sizes, seconds), zip(sizes[1:], seconds[1:])):
+            if n <= b:
+                return ta + (tb - ta) * (n - a) / (b - a)
+        a, b, ta, tb = sizes[-2], sizes[-1], seconds[-2], seconds[-1]
+        return tb + max(tb - ta, 0.0) * (n - b) / (b - a)
+
+    def best_size(self, gains: Sequence[float], extra_tokens: int = 0, limit: int | None = None) -> int:
+        """How many of ``gains`` (expected accepted tokens per node, best first) to verify.
+
+        Maximises expected tokens per second, ``(1 + sum(gains[:n])) / T(1 + n + extra_tokens)``,
+        over ``0 <= n <= limit``; the 1 is the bonus token and the root occupies a slot.
+        """
+        count = len(gains) if limit is None else min(limit, len(gains))
+        best, best_rate, total = 0, 1.0 / self.time(1 + extra_tokens), 1.0
+        for n in range(1, count + 1):
+            total += gains[n - 1]
+            rate = total / self.time(1 + n + extra_tokens)
+            if rate > best_rate:
+                best, best_rate = n, rate
+        return best
+
+    def to_json(self) -> dict:
+        return {"sizes": list(self.sizes), "seconds": list(self.seconds)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> CostCurve:
+        return cls(sizes=data["sizes"], seconds=data["seconds"])
+
+
+def measure(target: Target, sizes: Sequence[int] = DEFAULT_SIZES, context: int = 256, repeats: int = 5) -> CostCurve:
+    """Median forward time of a causal chain of N new tokens over a ``context``-token cache."""
+    sizes = [n for n in sizes if n + 2 <= target.max_length]
+    context = max(1, min(context, target.max_length - sizes[-1] - 1))
+    generator = torch.Generator().manual_seed(0)
+    target.reset()
+    target.prefill(torch.randint(target.vocab_size, (context,), generator=generator))
+    seconds = []
+    for n in sizes:
+        ids = torch.randint(target.vocab_size, (n,), generator=generator)
+        positions = torch.arange(context, context + n)
+        causal = torch.ones(n, n, dtype=torch.bool).tril()
+        samples = []
+        for _ in range(repeats + 1):  # the first run warms up
+            start = time.perf_counter()
+            target.forward(ids, positions, causal)
+            samples.append(time.perf_counter() - start)
+            target.compact(torch.arange(0))
+        seconds.append(statistics.median(samples[1:]))
+    target.reset()
+    # More tokens never take less time; a dip is noise, and would make selectors chase it.
+    seconds = list(itertools.accumulate(seconds, max))
+    return CostCurve(sizes=sizes, seconds=seconds)
+
+
+def _cache_file(target: Target) -> Path:
+    config = target.model.config
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(getattr(config, "name_or_path", "") or "model")).strip("_")[-60:]
+    digest = hashlib.sha1(config.to_json_string(use_diff=False).encode()).hexdigest()[:12]
+    device = target.device.type
+    dtype = str(target.dtype).removeprefix("torch.")
+    return cache_dir() / "cost-curves" / f"{name}-{digest}-{device}-{dtype}-torch{torch.__version__}.json"
+
+
+def cost_curve_for(target: Target, remeasure: bool = False) -> CostCurve:
+    """The cached curve for this model, device and dtype, measured and saved on first use."""
+    path = _cache_file(target)
+    if path.exists() and not remeasure:
+        return CostCurve.from_json(json.loads(path.read_text()))
+    curve = measure(target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(curve.to_json(), indent=1))
+    return curve

@@ -1,0 +1,154 @@
+"""The decoding loop: prefill, then propose → build → select → verify → commit → observe."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator, Mapping, Sequence
+
+import attrs
+import torch
+
+from specmix.composition import Composition, Slot
+from specmix.cost import CostCurve, cost_curve_for
+from specmix.errors import ConfigurationError, PluginError
+from specmix.settings import DecodeSettings
+from specmix.target import Target
+from specmix.tree import TokenTree
+from specmix.values import Generation, Proposal, Step, StepContext, StepStats
+
+
+class Decoder:
+    """Lossless speculative decoding of one HF decoder model with one composition of plugins."""
+
+    def __init__(self, model, composition: Composition, *, cost_curve: CostCurve | None = None):
+        self.target = Target(model)
+        self.composition = composition
+        self._cost_curve = cost_curve
+        self.target.check_layers(composition.drafter.component.hidden_layers)
+
+    @classmethod
+    def compose(
+        cls,
+        model,
+        method: str | None = None,
+        *,
+        registry=None,
+        options: Mapping[str, Mapping] | None = None,
+        cost_curve: CostCurve | None = None,
+        **components: str,
+    ) -> Decoder:
+        """A decoder for ``model`` from a method name and/or component names (``drafter="ngram"``, ...)."""
+        from specmix.registry import Registry
+
+        registry = registry or Registry.load()
+        return cls(model, registry.compose(method, options=options, **components), cost_curve=cost_curve)
+
+    @property
+    def cost_curve(self) -> CostCurve:
+        """This target's T(N) on this device, measured on first use and cached on disk."""
+        if self._cost_curve is None:
+            self._cost_curve = cost_curve_for(self.target)
+        return self._cost_curve
+
+    def generate(self, prompt: Sequence[int] | torch.Tensor, settings: DecodeSettings | None = None) -> Generation:
+        start = time.perf_counter()
+        tokens, steps, reason = [], [], None
+        for step in self.stream(prompt, settings):
+            tokens.extend(step.tokens)
+            steps.append(step.stats)
+            reason = step.stop_reason
+        return Generation(tuple(tokens), tuple(steps), time.perf_counter() - start, reason)
+
+    def stream(self, prompt: Sequence[int] | torch.Tensor, settings: DecodeSettings | None = None) -> Iterator[Step]:
+        """Yield each step's committed tokens as soon as they are committed."""
+        settings = settings or DecodeSettings()
+        target, (drafter, builder, selector, verifier) = self.target, self.composition.slots
+        prompt = self._check_prompt(prompt)
+        stop_ids = set(target.eos_ids if settings.stop_ids is None else settings.stop_ids)
+        cost = self.cost_curve if self.composition.consumes("cost-curve") else None
+        generator = torch.Generator()
+        if settings.seed is None:
+            generator.seed()
+        else:
+            generator.manual_seed(settings.seed)
+        layers = drafter.component.hidden_layers
+
+        target.reset()
+        drafter.call("start", prompt, target.prefill(prompt[:-1], layers))
+        tokens, produced = prompt.tolist(), 0
+        for index in itertools.count():
+            room = min(settings.max_new_tokens - produced, target.max_length - len(tokens))
+            ctx = StepContext(index, torch.tensor(tokens), settings, target.vocab_size, room - 1, cost, generator)
+            clock = [time.perf_counter()]
+            proposal = drafter.call("propose", ctx)
+            clock.append(time.perf_counter())
+            tree = self._checked(builder, builder.call("build", proposal, ctx), ctx)
+            clock.append(time.perf_counter())
+            tree = self._checked(selector, selector.call("select", tree, proposal, ctx), ctx)
+            clock.append(time.perf_counter())
+            verdict = verifier.call("verify", target, tree, self._riders_in_context(proposal, ctx), ctx, layers)
+            clock.append(time.perf_counter())
+            drafter.call("observe", verdict, ctx)
+            clock.append(time.perf_counter())
+
+            committed = verdict.committed
+            stop_at = next((i for i, token in enumerate(committed) if token in stop_ids), None)
+            if stop_at is not None:
+                committed = committed[: stop_at + 1]
+            tokens.extend(committed)
+            produced += len(committed)
+            seconds = [b - a for a, b in zip(clock, clock[1:])]
+            stats = StepStats(index, tree.size, _rider_count(proposal), len(verdict.path), len(committed), *seconds)
+            reason = (
+                "stop" if stop_at is not None
+                else "length" if produced >= settings.max_new_tokens
+                else "context" if len(tokens) >= target.max_length
+                else None
+            )
+            yield Step(committed, stats, reason)
+            if reason:
+                return
+
+    def _check_prompt(self, prompt) -> torch.Tensor:
+        ids = torch.as_tensor(prompt)
+        if ids.numel() == 0:
+            raise ConfigurationError("the prompt is empty; give at least one token id")
+        if ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
+            raise ConfigurationError(f"a prompt is a 1-D sequence of token ids, got shape {tuple(ids.shape)} of {ids.dtype}")
+        ids = ids.to(torch.long)
+        bad = ids[(ids < 0) | (ids >= self.target.vocab_size)]
+        if bad.numel():
+            raise ConfigurationError(
+                f"prompt token ids {bad[:5].tolist()} lie outside the vocabulary [0, {self.target.vocab_size})"
+            )
+        if ids.numel() >= self.target.max_length:
+            raise ConfigurationError(
+                f"the prompt has {ids.numel()} tokens; this model's context holds {self.target.max_length}"
+            )
+        return ids
+
+    def _checked(self, slot: Slot, tree, ctx: StepContext) -> TokenTree:
+        """The tree a builder or selector returned, checked against the step and cut to the room left."""
+        problem = None
+        if not isinstance(tree, TokenTree):
+            problem = f"returned {type(tree).__name__}, not a TokenTree"
+        elif tree.root != ctx.root:
+            problem = f"returned a tree rooted at token {tree.root}, but the last committed token is {ctx.root}"
+        elif tree.vocab_size != ctx.vocab_size:
+            problem = f"returned a tree over {tree.vocab_size} tokens; the target has {ctx.vocab_size}"
+        if problem:
+            raise PluginError(f"{slot.describe()} from plugin '{slot.plugin}' {problem}", plugin=slot.plugin,
+                              component=slot.name)
+        return tree.truncated(ctx.max_depth)
+
+    def _riders_in_context(self, proposal: Proposal, ctx: StepContext) -> Proposal:
+        """Drop riders that would sit past the model's context; the drafter sees no rider logits then."""
+        riders = proposal.riders
+        if riders is None or riders.count == 0 or len(ctx.tokens) - 1 + int(riders.offsets.max()) < self.target.max_length:
+            return proposal
+        return attrs.evolve(proposal, riders=None)
+
+
+def _rider_count(proposal: Proposal) -> int:
+    return 0 if proposal.riders is None else proposal.riders.count

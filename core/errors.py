@@ -1,0 +1,33 @@
+"""Exceptions that reach users. Each names what went wrong and, where a plugin is involved, which one."""
+
+
+class SpecmixError(Exception):
+    """Base class of every error specmix raises on purpose."""
+
+
+class ConfigurationError(SpecmixError, ValueError):
+    """Bad input from the caller: settings, prompts, options."""
+
+
+class MalformedTreeError(SpecmixError, ValueError):
+    """A token tree, marginals or riders object violates its invariants."""
+
+
+class UnknownComponentError(SpecmixError, LookupError):
+    """A drafter, builder, selector, verifier or method name that no installed plugin registered."""
+
+
+class CompositionError(SpecmixError):
+    """Components that do not fit together: one consumes what no other produces."""
+
+
+class PluginError(SpecmixError):
+    """An exception raised inside a plugin, re-raised with the plugin's and component's names.
+
+    The original exception is kept as ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, plugin: str, component: str):
+        super().__init__(message)
+        self.plugin = plugin
+        self.component = component

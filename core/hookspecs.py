@@ -1,0 +1,48 @@
+"""The extension manual: every hook specmix calls, read top to bottom.
+
+A plugin is a module (or object) with functions marked ``@specmix.hookimpl`` and named
+after the hooks below, declared in its distribution's entry points::
+
+    [project.entry-points.specmix]
+    ngram = "specmix_ngram.plugin"
+
+Each hook receives a ``register`` callback and calls it once per component:
+``register(name, factory)``, where ``factory(**options)`` returns an instance of the
+matching interface from :mod:`specmix.interfaces`. Names are global per kind: two
+plugins registering the same name is an error that names both. Set
+``SPECMIX_DISABLE_PLUGINS=name,other`` to keep named plugins from loading.
+"""
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("specmix")
+hookimpl = pluggy.HookimplMarker("specmix")
+
+
+@hookspec
+def register_drafters(register):
+    """Register :class:`~specmix.interfaces.Drafter` factories: ``register("ngram", NgramDrafter)``."""
+
+
+@hookspec
+def register_tree_builders(register):
+    """Register :class:`~specmix.interfaces.TreeBuilder` factories: ``register("chain", ChainBuilder)``."""
+
+
+@hookspec
+def register_selectors(register):
+    """Register :class:`~specmix.interfaces.Selector` factories: ``register("budget", BudgetSelector)``."""
+
+
+@hookspec
+def register_verifiers(register):
+    """Register :class:`~specmix.interfaces.Verifier` factories: ``register("tree", TreeVerifier)``."""
+
+
+@hookspec
+def register_methods(register):
+    """Register named presets: ``register(specmix.Method(name="vanilla", drafter="none", ...))``.
+
+    A method names one component of each kind and their options; components may come
+    from other plugins, and the composition is checked when the method is used.
+    """

@@ -1,0 +1,112 @@
+"""The target model, driven only through its public forward: explicit positions, a 4D additive mask, a DynamicCache."""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from transformers import DynamicCache
+
+from specmix.errors import ConfigurationError
+
+
+def _ids(value) -> tuple[int, ...]:
+    if value is None:
+        return ()
+    return tuple(int(v) for v in (value if isinstance(value, (list, tuple)) else [value]))
+
+
+class Target:
+    """One HF decoder model plus the cache of the generation in progress.
+
+    The cache always holds every committed token but the last (the root of the next
+    tree). ``forward`` appends new tokens; ``compact`` then keeps only chosen ones.
+    """
+
+    def __init__(self, model):
+        self.model = model.eval()
+        config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
+        self.num_layers = int(config.num_hidden_layers)
+        window = getattr(config, "sliding_window", None)
+        layer_types = getattr(config, "layer_types", None) or ()
+        slides = window is not None and getattr(config, "use_sliding_window", True) is not False
+        slides = slides and (not layer_types or "sliding_attention" in layer_types)
+        # Past a sliding window the model would mask old tokens; we never go that far.
+        self.max_length = min(int(config.max_position_embeddings), int(window) if slides else 1 << 62)
+        generation = getattr(model, "generation_config", None)
+        self.eos_ids = _ids(getattr(generation, "eos_token_id", None)) or _ids(getattr(config, "eos_token_id", None))
+        parameters = inspect.signature(model.forward).parameters
+        self._cache_keyword = "cache" if "cache" in parameters else "past_key_values"
+        self.cache = DynamicCache()
+        self._pending = 0
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.model.dtype
+
+    @property
+    def length(self) -> int:
+        """Tokens held in the cache."""
+        return self.cache.get_seq_length()
+
+    def reset(self) -> None:
+        self.cache = DynamicCache()
+        self._pending = 0
+
+    def check_layers(self, layers: tuple[int, ...]) -> None:
+        bad = [layer for layer in layers if not 0 <= layer <= self.num_layers]
+        if bad:
+            raise ConfigurationError(f"hidden layers {bad} do not exist; this target has layers 0..{self.num_layers}")
+
+    @torch.no_grad()
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, layers: tuple[int, ...] = ()):
+        """Append ``ids`` at absolute ``positions``; token ``i`` sees the whole cache and new token ``j`` where ``visible[i, j]``.
+
+        Returns logits ``[T, V]`` and the requested hidden states ``{layer: [T, D]}``.
+        """
+        past, count = self.length, ids.shape[0]
+        mask = torch.zeros(1, 1, count, past + count, dtype=self.dtype, device=self.device)
+        mask[0, 0, :, past:].masked_fill_(~visible.to(self.device), torch.finfo(self.dtype).min)
+        out = self.model(
+            input_ids=ids.to(self.device)[None],
+            position_ids=positions.to(self.device)[None],
+            attention_mask=mask,
+            use_cache=True,
+            output_hidden_states=bool(layers),
+            **{self._cache_keyword: self.cache},
+        )
+        self._pending = count
+        hidden = {layer: out.hidden_states[layer][0] for layer in layers}
+        return out.logits[0], hidden
+
+    def prefill(self, ids: torch.Tensor, layers: tuple[int, ...] = ()):
+        """Causal forward over ``ids`` after the cache; returns hidden states ``{layer: [T, D]}``."""
+        count = ids.shape[0]
+        if count == 0:
+            hidden_size = self.model.get_input_embeddings().weight.shape[1]
+            return {layer: torch.zeros(0, hidden_size, dtype=self.dtype, device=self.device) for layer in layers}
+        positions = torch.arange(self.length, self.length + count)
+        causal = torch.ones(count, count, dtype=torch.bool).tril()
+        _, hidden = self.forward(ids, positions, causal, layers)
+        self._pending = 0
+        return hidden
+
+    def compact(self, keep: torch.Tensor) -> None:
+        """Keep, of the tokens the last ``forward`` appended, those at indices ``keep`` (in that order)."""
+        appended, self._pending = self._pending, 0
+        kept = keep.shape[0]
+        if bool((keep == torch.arange(kept, device=keep.device)).all()):
+            if appended > kept:
+                self.cache.crop(kept - appended)
+            return
+        past = self.length - appended
+        index = (keep.to(self.device) + past)
+        gathered = [(layer.keys.index_select(-2, index), layer.values.index_select(-2, index)) for layer in self.cache.layers]
+        self.cache.crop(-appended)
+        for layer_index, (keys, values) in enumerate(gathered):
+            self.cache.update(keys, values, layer_index)

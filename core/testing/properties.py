@@ -1,0 +1,106 @@
+"""The lossless properties, as plain functions that raise AssertionError on a violation."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable, Mapping, Sequence
+
+import attrs
+import torch
+from transformers import DynamicCache
+
+from specmix import CostCurve, Decoder, DecodeSettings, Registry
+from specmix.testing.drafters import KIT_DRAFTERS, KitPlugin
+from specmix.testing.models import tiny_model
+from specmix.testing.reference import reference_greedy, reference_sequence_probs
+
+CURVE = CostCurve(sizes=(1, 2, 4, 8, 16, 32, 64), seconds=(79, 112, 138, 140, 143, 162, 220))
+"""The shape of T(N) for a 135M model on a 2-core CPU (ms); tests use it instead of timing anything."""
+
+
+def kit_registry(extra_plugins: Iterable[object] = ()) -> Registry:
+    """Installed plugins plus the kit's drafters plus ``extra_plugins``."""
+    return Registry.load(extra_plugins=(KitPlugin(), *extra_plugins))
+
+
+def make_decoder(registry: Registry, names: Mapping[str, str], model, seed: int, options=None) -> Decoder:
+    """A decoder for ``names``; kit drafters get ``seed`` and the model as their oracle."""
+    merged = {kind: dict(value) for kind, value in (options or {}).items()}
+    if names["drafter"] in KIT_DRAFTERS:
+        merged.setdefault("drafter", {}).update(seed=seed, oracle=model)
+    return Decoder(model, registry.compose(options=merged, **names), cost_curve=CURVE)
+
+
+@attrs.frozen
+class GreedyCase:
+    family: str
+    model_seed: int
+    prompt: tuple[int, ...]
+    settings: DecodeSettings
+    drafter_seed: int
+
+
+def check_cache_matches_rebuild(target, model, committed: Sequence[int]) -> None:
+    """The compacted cache equals one built by a plain forward over all committed tokens but the last."""
+    rebuilt = DynamicCache()
+    with torch.no_grad():
+        model(input_ids=torch.tensor([list(committed[:-1])]), use_cache=True, **{target._cache_keyword: rebuilt})
+    assert target.length == len(committed) - 1, f"cache holds {target.length} tokens, expected {len(committed) - 1}"
+    for index, (ours, theirs) in enumerate(zip(target.cache.layers, rebuilt.layers)):
+        for name in ("keys", "values"):
+            a, b = getattr(ours, name), getattr(theirs, name)
+            assert a.shape == b.shape and torch.allclose(a, b, atol=1e-9), f"layer {index} {name} differ from a rebuild"
+
+
+def check_greedy_identical(registry: Registry, names: Mapping[str, str], case: GreedyCase, options=None,
+                           check_cache: bool = True) -> None:
+    """Greedy output is token-for-token the target's own; optionally the cache is checked after every step."""
+    model = tiny_model(case.family, case.model_seed)
+    decoder = make_decoder(registry, names, model, case.drafter_seed, options)
+    tokens = []
+    for step in decoder.stream(case.prompt, case.settings):
+        tokens.extend(step.tokens)
+        if check_cache and step.stop_reason is None:
+            check_cache_matches_rebuild(decoder.target, model, [*case.prompt, *tokens])
+    expected = reference_greedy(model, case.prompt, case.settings)
+    assert tokens == expected, f"{decoder.composition.label} gave {tokens}; the target alone gives {expected}"
+
+
+def chi_square_p_value(observed: Mapping, expected_probs: Mapping, samples: int) -> float:
+    """Pearson's test with cells of expected count < 5 pooled; the p-value of observing this or worse."""
+    impossible = [seq for seq in observed if expected_probs.get(seq, 0.0) == 0.0]
+    assert not impossible, f"sampled sequences the target can never produce: {impossible[:3]}"
+    statistic, cells, pooled_obs, pooled_exp = 0.0, 0, 0.0, 0.0
+    for seq, prob in expected_probs.items():
+        expected = prob * samples
+        if expected < 5:
+            pooled_obs, pooled_exp = pooled_obs + observed.get(seq, 0), pooled_exp + expected
+            continue
+        statistic += (observed.get(seq, 0) - expected) ** 2 / expected
+        cells += 1
+    if pooled_exp > 0:
+        statistic += (pooled_obs - pooled_exp) ** 2 / pooled_exp
+        cells += 1
+    dof = max(cells - 1, 1)
+    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
+                                         torch.tensor(statistic / 2, dtype=torch.float64)))
+
+
+def check_sampling_distribution(registry: Registry, names: Mapping[str, str], settings: DecodeSettings,
+                                samples: int = 1500, length: int = 2, family: str = "llama", options=None,
+                                alpha: float = 1e-4) -> float:
+    """The first ``length`` sampled tokens follow the target's exact processed distribution (chi-square).
+
+    Seeds are fixed, so the verdict is reproducible; ``alpha`` bounds the false alarm rate.
+    """
+    model = tiny_model(family, seed=7, vocab_size=6, scale=0.6)
+    prompt = (2, 3, 4)
+    run = attrs.evolve(settings, max_new_tokens=length, stop_ids=())
+    exact = reference_sequence_probs(model, prompt, run, length)
+    counts = collections.Counter()
+    for seed in range(samples):
+        decoder = make_decoder(registry, names, model, seed, options)
+        counts[decoder.generate(prompt, attrs.evolve(run, seed=seed)).tokens] += 1
+    p_value = chi_square_p_value(counts, exact, samples)
+    assert p_value > alpha, f"sampled sequences do not follow the target (chi-square p = {p_value:.2e})"
+    return p_value

@@ -1,0 +1,192 @@
+"""Value objects that components exchange. Plugins talk to each other only through these."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+import torch
+
+from specmix.errors import MalformedTreeError
+from specmix.settings import DecodeSettings
+from specmix.tree import TokenTree
+
+HiddenStates = Mapping[int, torch.Tensor]
+"""Target hidden states by layer index into HF's ``hidden_states`` tuple (0 = embeddings), each ``[n, hidden]``."""
+
+
+@attrs.frozen
+class Marginals:
+    """Per-position draft distributions, top-K only.
+
+    Row ``h`` describes the token at depth ``h + 1`` below the root: ``ids[h]`` are K
+    distinct token ids with log-probabilities ``logprobs[h]`` in non-increasing order.
+    """
+
+    ids: torch.Tensor = attrs.field(eq=False)
+    logprobs: torch.Tensor = attrs.field(eq=False)
+    vocab_size: int = attrs.field(validator=attrs.validators.gt(0))
+
+    def __attrs_post_init__(self):
+        if self.ids.dim() != 2 or self.ids.shape != self.logprobs.shape:
+            raise MalformedTreeError(
+                "marginals need ids and logprobs of one shape [H, K], "
+                f"got {tuple(self.ids.shape)} and {tuple(self.logprobs.shape)}"
+            )
+        if self.ids.numel() == 0:
+            return
+        if int(self.ids.min()) < 0 or int(self.ids.max()) >= self.vocab_size:
+            raise MalformedTreeError(f"marginal ids lie outside the vocabulary [0, {self.vocab_size})")
+        if bool((self.logprobs[:, 1:] > self.logprobs[:, :-1]).any()):
+            raise MalformedTreeError("marginal logprobs must be sorted best first")
+        if self.ids.shape[1] > 1 and bool((self.ids.sort(dim=1).values.diff(dim=1) == 0).any()):
+            raise MalformedTreeError("marginal ids must be distinct within a position")
+
+    @property
+    def depth(self) -> int:
+        return self.ids.shape[0]
+
+
+@attrs.frozen
+class Riders:
+    """Tokens a drafter wants evaluated in the verification forward, beside the candidate tree.
+
+    Rider ``r`` sits at position ``root position + offsets[r]`` and attends to the cache,
+    plus the root where ``visible[r, 0]`` and rider ``j`` where ``visible[r, j + 1]``.
+    Riders never see candidate nodes, candidates never see riders, and riders' cache
+    entries are discarded after the step. Their logits come back in the verdict.
+    """
+
+    tokens: torch.Tensor = attrs.field(eq=False)
+    offsets: torch.Tensor = attrs.field(eq=False)
+    visible: torch.Tensor = attrs.field(eq=False)
+
+    def __attrs_post_init__(self):
+        r = self.tokens.shape[0]
+        if self.tokens.dim() != 1 or self.offsets.shape != (r,) or self.visible.shape != (r, r + 1):
+            raise MalformedTreeError(
+                f"riders need tokens [R], offsets [R] and visible [R, R+1]; got {tuple(self.tokens.shape)}, "
+                f"{tuple(self.offsets.shape)}, {tuple(self.visible.shape)}"
+            )
+        if self.visible.dtype != torch.bool or (r and not bool(self.visible[:, 1:].diagonal().all())):
+            raise MalformedTreeError("riders' visibility must be boolean and let every rider see itself")
+        if r and int(self.offsets.min()) < 1:
+            raise MalformedTreeError("rider offsets start at 1 (the root's own position is offset 0)")
+
+    @property
+    def count(self) -> int:
+        return self.tokens.shape[0]
+
+
+@attrs.frozen
+class Proposal:
+    """What a drafter offers for one step. Every part is optional.
+
+    ``tree`` is a ready candidate tree, ``marginals`` per-position distributions for a
+    builder, ``riders`` tokens to evaluate in the verification pass, and ``features`` the
+    drafter's own hidden states per position (for learned selectors).
+    """
+
+    tree: TokenTree | None = None
+    marginals: Marginals | None = None
+    riders: Riders | None = None
+    features: torch.Tensor | None = attrs.field(default=None, eq=False)
+
+
+@attrs.frozen
+class Verdict:
+    """The outcome of verifying one tree.
+
+    ``path`` holds accepted node indices below the root, in order; ``tokens`` their
+    tokens; ``bonus`` the token the target chose after the last accepted node. The cache
+    afterwards holds the root and the accepted nodes. ``logits`` are the target's raw
+    logits at every tree node ``[N, V]``, ``rider_logits`` at every rider ``[R, V]``, and
+    ``hidden`` the requested layers at the root and accepted nodes ``[1 + len(path), D]``.
+    """
+
+    tree: TokenTree
+    path: tuple[int, ...]
+    bonus: int
+    logits: torch.Tensor = attrs.field(eq=False)
+    rider_logits: torch.Tensor | None = attrs.field(default=None, eq=False)
+    hidden: HiddenStates = attrs.field(factory=dict, eq=False)
+    tokens: tuple[int, ...] = attrs.field(init=False)
+
+    def __attrs_post_init__(self):
+        for parent, child in zip((0,) + self.path, self.path):
+            if self.tree.parent_list[child] != parent:
+                raise MalformedTreeError(f"verdict path {self.path} is not a root path of its tree")
+        object.__setattr__(self, "tokens", tuple(self.tree.token_list[i] for i in self.path))
+
+    @property
+    def committed(self) -> tuple[int, ...]:
+        """Tokens this step adds to the output: the accepted path, then the bonus."""
+        return self.tokens + (self.bonus,)
+
+
+@attrs.frozen
+class StepContext:
+    """What every component may read during one step.
+
+    ``tokens`` are the committed ids (prompt and output), ending with the root.
+    ``max_depth`` is the deepest a candidate may sit this step (room left in the output
+    and in the model's context). ``generator`` drives verification sampling only;
+    drafters that sample use their own.
+    """
+
+    step: int
+    tokens: torch.Tensor = attrs.field(eq=False)
+    settings: DecodeSettings
+    vocab_size: int
+    max_depth: int
+    cost: object | None = attrs.field(default=None, eq=False)
+    generator: torch.Generator | None = attrs.field(default=None, eq=False)
+
+    @property
+    def root(self) -> int:
+        return int(self.tokens[-1])
+
+
+@attrs.frozen
+class StepStats:
+    """Counts and wall-clock seconds of one decoding step."""
+
+    step: int
+    tree_size: int
+    riders: int
+    accepted: int
+    committed: int
+    draft_s: float
+    build_s: float
+    select_s: float
+    verify_s: float
+    observe_s: float
+
+
+@attrs.frozen
+class Generation:
+    """A finished generation: new token ids, per-step statistics and totals."""
+
+    tokens: tuple[int, ...]
+    steps: tuple[StepStats, ...]
+    seconds: float
+    stop_reason: str
+
+    @property
+    def tau(self) -> float:
+        """Mean tokens committed per target forward (accepted drafts plus the bonus)."""
+        return len(self.tokens) / max(1, len(self.steps))
+
+    @property
+    def tokens_per_s(self) -> float:
+        return len(self.tokens) / self.seconds if self.seconds > 0 else float("inf")
+
+
+@attrs.frozen
+class Step:
+    """What one decoding step committed. ``stop_reason`` is set on the last step only:
+    ``"stop"`` (a stop id), ``"length"`` (max_new_tokens) or ``"context"`` (the model's context is full)."""
+
+    tokens: tuple[int, ...]
+    stats: StepStats
+    stop_reason: str | None = None

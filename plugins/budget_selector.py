@@ -1,0 +1,52 @@
+"""The ``budget`` selector: the best prefix-closed subtree by draft score, sized by the cost curve or a fixed budget."""
+
+import torch
+
+from specmix import ConfigurationError, Selector, hookimpl
+
+
+class BudgetSelector(Selector):
+    """Keeps the nodes most likely to be reached, best first.
+
+    A node's reach is its path probability under the drafter (``exp`` of cumulative
+    log-probs). Trees without draft scores get ``prior / siblings`` per edge. Reach never
+    grows down a path, so any best-first prefix is prefix-closed. The node count is
+    ``budget`` if given, else the count that maximises expected tokens per second on the
+    measured cost curve, riders included in the forward size.
+    """
+
+    def __init__(self, budget: int | None = None, prior: float = 0.5):
+        if budget is not None and budget < 0:
+            raise ConfigurationError(f"budget must be >= 0 nodes, got {budget}")
+        if not 0 < prior <= 1:
+            raise ConfigurationError(f"prior must lie in (0, 1], got {prior}")
+        self.budget, self.prior = budget, prior
+        self.consumes = frozenset() if budget is not None else frozenset({"cost-curve"})
+
+    def reach(self, tree) -> torch.Tensor:
+        cumulative = tree.cumulative_logprobs()
+        if cumulative is not None:
+            return cumulative.exp()
+        reach = torch.ones(tree.size, dtype=torch.float64)
+        for node in range(1, tree.size):
+            parent = tree.parent_list[node]
+            reach[node] = reach[parent] * self.prior / len(tree.children[parent])
+        return reach
+
+    def select(self, tree, proposal, ctx):
+        if tree.size == 1:
+            return tree
+        reach = self.reach(tree)[1:]
+        order = sorted(range(len(reach)), key=lambda i: -float(reach[i]))  # stable: parents before children on ties
+        gains = [float(reach[i]) for i in order]
+        if self.budget is not None:
+            count = min(self.budget, len(gains))
+        else:
+            riders = 0 if proposal.riders is None else proposal.riders.count
+            count = ctx.cost.best_size(gains, extra_tokens=riders)
+        return tree.subtree([0, *(i + 1 for i in order[:count])])
+
+
+@hookimpl
+def register_selectors(register):
+    register("budget", BudgetSelector)

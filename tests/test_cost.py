@@ -1,0 +1,70 @@
+import json
+
+import pytest
+import torch
+
+from specmix import ConfigurationError, CostCurve, DecodeSettings, Proposal, StepContext, Target, TokenTree
+from specmix.cost import cost_curve_for, measure
+from specmix.plugins.budget_selector import BudgetSelector
+from specmix.testing import CURVE, tiny_model
+
+
+def test_interpolates_between_and_extrapolates_past_measurements():
+    curve = CostCurve(sizes=(1, 4, 8), seconds=(1.0, 1.6, 2.0))
+    assert curve.time(1) == 1.0
+    assert curve.time(2) == pytest.approx(1.2)
+    assert curve.time(6) == pytest.approx(1.8)
+    assert curve.time(16) == pytest.approx(2.8)
+
+
+def test_bad_curves_are_refused():
+    with pytest.raises(ConfigurationError, match="increasing"):
+        CostCurve(sizes=(4, 2), seconds=(1.0, 2.0))
+    with pytest.raises(ConfigurationError, match="one time per size"):
+        CostCurve(sizes=(1, 2), seconds=(1.0,))
+    with pytest.raises(ConfigurationError, match="positive"):
+        CostCurve(sizes=(1,), seconds=(0.0,))
+
+
+def test_best_size_trades_acceptance_against_forward_time():
+    gains = [0.9, 0.8, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05] + [0.01] * 100
+    flat = CostCurve(sizes=(1, 128), seconds=(1.0, 1.0001))  # a GPU far from its compute limit
+    cpu = CURVE
+    assert flat.best_size(gains) > 50
+    n = cpu.best_size(gains)
+    assert 2 <= n <= 12
+    rate = lambda k: (1 + sum(gains[:k])) / cpu.time(1 + k)  # noqa: E731
+    assert all(rate(n) >= rate(k) for k in range(len(gains) + 1))
+    assert cpu.best_size(gains, extra_tokens=40) <= n
+
+
+def _ctx(tree, cost):
+    return StepContext(0, torch.tensor([tree.root]), DecodeSettings(), tree.vocab_size, 10, cost)
+
+
+def test_budget_selector_keeps_the_best_prefix_closed_nodes():
+    tree = TokenTree(tokens=[0, 1, 2, 3, 4], parents=[-1, 0, 0, 1, 3], vocab_size=8,
+                     logprobs=[0, -0.1, -6.0, -0.2, -0.1])
+    kept = BudgetSelector(budget=3).select(tree, Proposal(), _ctx(tree, None))
+    assert kept.token_list == (0, 1, 3, 4)
+    by_curve = BudgetSelector().select(tree, Proposal(), _ctx(tree, CURVE))
+    assert by_curve.token_list == (0, 1, 3, 4)  # node 2 (reach 0.002) costs more than it brings
+
+
+def test_budget_selector_without_scores_prefers_shallow_and_lonely_nodes():
+    tree = TokenTree.from_paths(0, [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]], vocab_size=16)
+    kept = BudgetSelector(prior=0.5).select(tree, Proposal(), _ctx(tree, CURVE))
+    assert kept.token_list == tree.token_list[: kept.size] and 1 < kept.size < tree.size
+
+
+def test_measured_curves_are_cached_per_model_device_and_dtype(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECMIX_CACHE_DIR", str(tmp_path))
+    target = Target(tiny_model(max_length=64))
+    quick = measure(target, sizes=(1, 2, 4), context=8, repeats=1)
+    assert quick.sizes == (1, 2, 4) and all(s > 0 for s in quick.seconds)
+    curve = cost_curve_for(target)
+    files = list((tmp_path / "cost-curves").glob("*float64*.json"))
+    assert len(files) == 1
+    assert CostCurve.from_json(json.loads(files[0].read_text())) == curve
+    files[0].write_text(json.dumps({"sizes": [1, 2], "seconds": [5.0, 6.0]}))
+    assert cost_curve_for(target).seconds == (5.0, 6.0)
