@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
-from specmix import DecodeSettings, Decoder, Registry, Target, TokenTree
+from specmix import Decoder, DecodeSettings, Registry, Target, TokenTree
 from specmix.plugins.tree_verifier import TreeVerifier
 from specmix.values import Proposal, StepContext
 

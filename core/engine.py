@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 
 import attrs
 import torch
@@ -14,6 +15,7 @@ from specmix.cost import CostCurve, cost_curve_for
 from specmix.errors import ConfigurationError, PluginError
 from specmix.settings import DecodeSettings
 from specmix.target import Target
+from specmix.text import Prompt, TextStream, encode
 from specmix.tree import TokenTree
 from specmix.values import Generation, Proposal, Step, StepContext, StepStats
 
@@ -21,8 +23,9 @@ from specmix.values import Generation, Proposal, Step, StepContext, StepStats
 class Decoder:
     """Lossless speculative decoding of one HF decoder model with one composition of plugins."""
 
-    def __init__(self, model, composition: Composition, *, cost_curve: CostCurve | None = None):
+    def __init__(self, model, composition: Composition, *, tokenizer=None, cost_curve: CostCurve | None = None):
         self.target = Target(model)
+        self.tokenizer = tokenizer
         self.composition = composition
         self._cost_curve = cost_curve
         self.target.check_layers(composition.drafter.component.hidden_layers)
@@ -44,6 +47,36 @@ class Decoder:
         registry = registry or Registry.load()
         return cls(model, registry.compose(method, options=options, **components), cost_curve=cost_curve)
 
+    @classmethod
+    def from_pretrained(
+        cls,
+        model=None,
+        method: str | None = "vanilla",
+        *,
+        tokenizer=None,
+        dtype: str = "float32",
+        cache: str | None = None,
+        device: str | None = None,
+        registry=None,
+        options: Mapping[str, Mapping] | None = None,
+        cost_curve: CostCurve | None = None,
+        **components: str,
+    ) -> Decoder:
+        """A decoder with text in and out.
+
+        ``model`` is an HF id, a local directory or ``.gguf`` file, an already loaded model
+        (then pass its ``tokenizer``), or None for the embedded default model
+        (SmolLM2-135M-Instruct, converted once into the cache directory).
+        """
+        from specmix.loading import load_model
+        from specmix.registry import Registry
+
+        if model is None or isinstance(model, (str, os.PathLike)):
+            model, tokenizer = load_model(model, dtype=dtype, cache=cache, device=device)
+        registry = registry or Registry.load()
+        composition = registry.compose(method, options=options, **components)
+        return cls(model, composition, tokenizer=tokenizer, cost_curve=cost_curve)
+
     @property
     def cost_curve(self) -> CostCurve:
         """This target's T(N) on this device, measured on first use and cached on disk."""
@@ -51,20 +84,28 @@ class Decoder:
             self._cost_curve = cost_curve_for(self.target)
         return self._cost_curve
 
-    def generate(self, prompt: Sequence[int] | torch.Tensor, settings: DecodeSettings | None = None) -> Generation:
+    def generate(self, prompt: Prompt, settings: DecodeSettings | None = None, *, chat: bool | None = None) -> Generation:
+        """Decode ``prompt`` (token ids, a string, or chat messages) to the end."""
         start = time.perf_counter()
-        tokens, steps, reason = [], [], None
-        for step in self.stream(prompt, settings):
+        tokens, steps, chunks, reason = [], [], [], None
+        for step in self.stream(prompt, settings, chat=chat):
             tokens.extend(step.tokens)
             steps.append(step.stats)
+            chunks.append(step.text)
             reason = step.stop_reason
-        return Generation(tuple(tokens), tuple(steps), time.perf_counter() - start, reason)
+        text = "".join(chunks) if self.tokenizer is not None else None
+        return Generation(tuple(tokens), tuple(steps), time.perf_counter() - start, reason, text)
 
-    def stream(self, prompt: Sequence[int] | torch.Tensor, settings: DecodeSettings | None = None) -> Iterator[Step]:
-        """Yield each step's committed tokens as soon as they are committed."""
+    def stream(self, prompt: Prompt, settings: DecodeSettings | None = None, *, chat: bool | None = None) -> Iterator[Step]:
+        """Yield each step's committed tokens (and text) as soon as they are committed.
+
+        A string prompt goes through the tokenizer's chat template when it has one, unless
+        ``chat=False``; chat messages always do.
+        """
         settings = settings or DecodeSettings()
         target, (drafter, builder, selector, verifier) = self.target, self.composition.slots
-        prompt = self._check_prompt(prompt)
+        prompt = self._check_prompt(encode(self.tokenizer, prompt, chat))
+        text = None if self.tokenizer is None else TextStream(self.tokenizer)
         stop_ids = set(target.eos_ids if settings.stop_ids is None else settings.stop_ids)
         cost = self.cost_curve if self.composition.consumes("cost-curve") else None
         generator = torch.Generator()
@@ -106,7 +147,7 @@ class Decoder:
                 else "context" if len(tokens) >= target.max_length
                 else None
             )
-            yield Step(committed, stats, reason)
+            yield Step(committed, stats, reason, "" if text is None else text.push(committed, final=bool(reason)))
             if reason:
                 return
 

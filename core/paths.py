@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 
-def cache_dir() -> Path:
-    """``$SPECMIX_CACHE_DIR``, else ``$XDG_CACHE_HOME/specmix``, else ``~/.cache/specmix``."""
-    explicit = os.environ.get("SPECMIX_CACHE_DIR")
+def cache_dir(override: str | os.PathLike | None = None) -> Path:
+    """``override``, else ``$SPECMIX_CACHE_DIR``, else ``$XDG_CACHE_HOME/specmix``, else ``~/.cache/specmix``."""
+    explicit = override or os.environ.get("SPECMIX_CACHE_DIR")
     if explicit:
         return Path(explicit).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"

@@ -38,6 +38,7 @@ class Target:
         self.eos_ids = _ids(getattr(generation, "eos_token_id", None)) or _ids(getattr(config, "eos_token_id", None))
         parameters = inspect.signature(model.forward).parameters
         self._cache_keyword = "cache" if "cache" in parameters else "past_key_values"
+        self._can_skip_logits = "logits_to_keep" in parameters
         self.cache = DynamicCache()
         self._pending = 0
 
@@ -64,10 +65,12 @@ class Target:
             raise ConfigurationError(f"hidden layers {bad} do not exist; this target has layers 0..{self.num_layers}")
 
     @torch.no_grad()
-    def forward(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, layers: tuple[int, ...] = ()):
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, layers: tuple[int, ...] = (),
+                logits: bool = True):
         """Append ``ids`` at absolute ``positions``; token ``i`` sees the whole cache and new token ``j`` where ``visible[i, j]``.
 
-        Returns logits ``[T, V]`` and the requested hidden states ``{layer: [T, D]}``.
+        Returns logits ``[T, V]`` (only the last row's is computed when ``logits=False``,
+        which spares the LM head over a long prompt) and the hidden states ``{layer: [T, D]}``.
         """
         past, count = self.length, ids.shape[0]
         mask = torch.zeros(1, 1, count, past + count, dtype=self.dtype, device=self.device)
@@ -79,6 +82,7 @@ class Target:
             use_cache=True,
             output_hidden_states=bool(layers),
             **{self._cache_keyword: self.cache},
+            **({} if logits or not self._can_skip_logits else {"logits_to_keep": 1}),
         )
         self._pending = count
         hidden = {layer: out.hidden_states[layer][0] for layer in layers}
@@ -92,7 +96,7 @@ class Target:
             return {layer: torch.zeros(0, hidden_size, dtype=self.dtype, device=self.device) for layer in layers}
         positions = torch.arange(self.length, self.length + count)
         causal = torch.ones(count, count, dtype=torch.bool).tril()
-        _, hidden = self.forward(ids, positions, causal, layers)
+        _, hidden = self.forward(ids, positions, causal, layers, logits=False)
         self._pending = 0
         return hidden
 

@@ -165,12 +165,13 @@ class StepStats:
 
 @attrs.frozen
 class Generation:
-    """A finished generation: new token ids, per-step statistics and totals."""
+    """A finished generation: new token ids (and their text, given a tokenizer), per-step statistics, totals."""
 
     tokens: tuple[int, ...]
     steps: tuple[StepStats, ...]
     seconds: float
     stop_reason: str
+    text: str | None = None
 
     @property
     def tau(self) -> float:
@@ -184,9 +185,13 @@ class Generation:
 
 @attrs.frozen
 class Step:
-    """What one decoding step committed. ``stop_reason`` is set on the last step only:
-    ``"stop"`` (a stop id), ``"length"`` (max_new_tokens) or ``"context"`` (the model's context is full)."""
+    """What one decoding step committed, and its text when the decoder has a tokenizer.
+
+    ``stop_reason`` is set on the last step only: ``"stop"`` (a stop id), ``"length"``
+    (max_new_tokens) or ``"context"`` (the model's context is full).
+    """
 
     tokens: tuple[int, ...]
     stats: StepStats
     stop_reason: str | None = None
+    text: str = ""

