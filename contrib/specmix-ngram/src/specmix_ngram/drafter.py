@@ -14,26 +14,33 @@ class NgramDrafter(Drafter):
     An index from each n-gram (``min_ngram <= n <= max_ngram``) to the positions right
     after it grows with every committed token, so a lookup costs only its matches. The
     longest n with a match wins; its ``max_matches`` most recent occurrences each give a
-    continuation of up to ``depth`` tokens. An edge's log-probability is the share of
-    continuations through it times ``confidence`` per token.
+    continuation of up to ``depth`` tokens.
+
+    Edge probabilities are calibrated online, so a selector can weigh them against the
+    cost of verifying: the chance that the target continues a node at all is estimated
+    per match length n, separately for the first token and for deeper ones, from which
+    verified nodes this generation did continue (a Beta prior with mean ``prior`` and
+    weight ``prior_weight``); the share of continuations through each child splits it.
     """
 
     produces = frozenset({"tree"})
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1, depth: int = 10, max_matches: int = 8,
-                 confidence: float = 0.8):
+                 prior: float = 0.5, prior_weight: float = 2.0):
         if not 1 <= min_ngram <= max_ngram:
             raise ConfigurationError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram} and {max_ngram}")
         if depth < 1 or max_matches < 1:
             raise ConfigurationError("depth and max_matches must be at least 1")
-        if not 0 < confidence <= 1:
-            raise ConfigurationError(f"confidence must lie in (0, 1], got {confidence}")
-        self.max_ngram, self.min_ngram, self.depth = max_ngram, min_ngram, depth
-        self.max_matches, self.log_confidence = max_matches, math.log(confidence)
+        if not 0 < prior < 1 or prior_weight <= 0:
+            raise ConfigurationError(f"prior must lie in (0, 1) and prior_weight be positive, got {prior}, {prior_weight}")
+        self.max_ngram, self.min_ngram, self.depth, self.max_matches = max_ngram, min_ngram, depth, max_matches
+        self.prior, self.prior_weight = prior, prior_weight
 
     def start(self, prompt, hidden):
         self.tokens: list[int] = []
         self.index: dict[tuple[int, ...], list[int]] = defaultdict(list)
+        self.continued: dict[tuple[int, bool], list[int]] = defaultdict(lambda: [0, 0])  # (n, deep) -> [yes, tried]
+        self.matched = 0
         self._extend(prompt.tolist())
 
     def _extend(self, new: list[int]) -> None:
@@ -46,29 +53,41 @@ class NgramDrafter(Drafter):
                 if end - n >= 0:
                     self.index[tuple(tokens[end - n:end])].append(end)
 
+    def _continue_logprob(self, deep: bool) -> float:
+        yes, tried = self.continued[(self.matched, deep)]
+        return math.log((yes + self.prior * self.prior_weight) / (tried + self.prior_weight))
+
     def propose(self, ctx):
-        tokens = self.tokens
-        continuations = []
+        tokens, continuations, self.matched = self.tokens, [], 0
         for n in range(min(self.max_ngram, len(tokens)), self.min_ngram - 1, -1):
             starts = self.index.get(tuple(tokens[-n:]))
             if starts:
                 continuations = [tokens[s:s + self.depth] for s in reversed(starts[-self.max_matches:])]
+                self.matched = n
                 break
         if not continuations:
             return Proposal(tree=TokenTree.root_only(ctx.root, ctx.vocab_size))
         trie = TokenTree.from_paths(ctx.root, continuations, ctx.vocab_size)
-        through = [0] * trie.size
-        for path in continuations:  # count the continuations passing through each node
+        through = [len(continuations)] + [0] * (trie.size - 1)
+        for path in continuations:  # how many continuations pass through each node
             node = 0
             for token in path:
                 node = next(c for c in trie.children[node] if trie.token_list[c] == token)
                 through[node] += 1
-        through[0] = len(continuations)
+        first, deeper = self._continue_logprob(False), self._continue_logprob(True)
         logprobs = [0.0] + [
-            math.log(through[i] / through[trie.parent_list[i]]) + self.log_confidence for i in range(1, trie.size)
+            math.log(through[i] / through[trie.parent_list[i]]) + (deeper if trie.depth_list[i] > 1 else first)
+            for i in range(1, trie.size)
         ]
         return Proposal(tree=TokenTree(tokens=trie.tokens, parents=trie.parents, vocab_size=ctx.vocab_size,
                                        logprobs=logprobs))
 
     def observe(self, verdict, ctx):
+        if self.matched:
+            tree, reached = verdict.tree, (0, *verdict.path)
+            for position, node in enumerate(reached):
+                if tree.children[node]:
+                    counts = self.continued[(self.matched, node != 0)]
+                    counts[0] += position + 1 < len(reached)
+                    counts[1] += 1
         self._extend(list(verdict.committed))

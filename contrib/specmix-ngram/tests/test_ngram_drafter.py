@@ -1,6 +1,7 @@
+import pytest
 import torch
 
-from specmix import DecodeSettings, StepContext
+from specmix import DecodeSettings, StepContext, TokenTree
 from specmix_ngram import NgramDrafter
 
 
@@ -17,8 +18,24 @@ def test_proposes_a_trie_of_every_continuation_of_the_longest_match():
     paths = {tuple(tree.token_list[i] for i in tree.path(leaf)) for leaf in range(tree.size) if not tree.children[leaf]}
     assert paths == {(3, 4, 9), (5, 6, 7)}
     reach = tree.cumulative_logprobs().exp()
-    assert reach[1] == reach[4]  # two continuations, one each: equal shares
-    assert float(reach[1]) < 0.5
+    assert reach[1] == reach[4] == 0.25  # the prior 0.5 of continuing, split between two continuations
+
+
+def test_calibrates_continuation_odds_from_verdicts():
+    from specmix import Verdict
+
+    drafter = NgramDrafter(max_ngram=1, depth=2, prior=0.5, prior_weight=2)
+    context = [1, 2, 3, 1]
+    drafter.start(torch.tensor(context), {})
+    tree = _propose(drafter, context)  # root 1 -> 2 -> 3
+    assert tree.cumulative_logprobs().exp()[1] == pytest.approx(0.5)
+    # The target refused the first token: one failure for first tokens after a unigram match.
+    drafter.observe(Verdict(tree=tree, path=(), bonus=7, logits=torch.zeros(tree.size, 50)), None)
+    assert drafter.continued[(1, False)] == [0, 1]
+    assert _propose(drafter, [*context, 7]).size == 1  # 7 never occurred before
+    drafter.observe(Verdict(tree=TokenTree.root_only(7, 50), path=(), bonus=1, logits=torch.zeros(1, 50)), None)
+    again = _propose(drafter, [*context, 7, 1])
+    assert again.cumulative_logprobs().exp()[1] == pytest.approx(1 / 3 * 1 / 2)  # 2 continuations of 1 now
 
 
 def test_falls_back_to_shorter_ngrams_and_to_nothing():

@@ -1,0 +1,100 @@
+"""Integration tests on the embedded default model (SmolLM2-135M-Instruct from PyPI, converted once)."""
+
+import json
+import re
+
+import pytest
+import torch
+
+from specmix import Decoder, DecodeSettings, Registry
+from specmix.cli import main
+from specmix.loading import load_model
+from specmix.text import TextStream, encode
+
+
+@pytest.fixture(scope="module")
+def default():
+    return load_model()
+
+
+def _hf_greedy(model, ids, count):
+    out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                         max_new_tokens=count, do_sample=False, temperature=None, top_p=None, top_k=None)
+    return out[0, len(ids):].tolist()
+
+
+def test_the_default_model_is_smollm2_in_fp32(default):
+    model, tokenizer = default
+    assert model.config.model_type == "llama" and model.config.num_hidden_layers == 30
+    assert model.dtype == torch.float32 and tokenizer.chat_template
+
+
+@pytest.mark.parametrize("method", sorted(set(Registry.load().names("method"))))
+def test_every_installed_method_matches_transformers_generate(default, method):
+    model, tokenizer = default
+    ids = encode(tokenizer, "List three prime numbers and repeat them twice: 2, 3, 5, 2, 3, 5,")
+    decoder = Decoder(model, Registry.load().compose(method), tokenizer=tokenizer)
+    generation = decoder.generate(ids, DecodeSettings(max_new_tokens=40))
+    assert list(generation.tokens) == _hf_greedy(model, ids, 40)
+
+
+def test_text_in_text_out_with_streaming(default):
+    model, tokenizer = default
+    decoder = Decoder(model, Registry.load().compose("vanilla"), tokenizer=tokenizer)
+    settings = DecodeSettings(max_new_tokens=24)
+    generation = decoder.generate("Name a colour.", settings)
+    assert generation.text == tokenizer.decode(generation.tokens, skip_special_tokens=True)
+    assert generation.text.strip()
+    chunks = [step.text for step in decoder.stream([{"role": "user", "content": "Name a colour."}], settings)]
+    assert "".join(chunks) == generation.text
+    raw = decoder.generate("Name a colour.", settings, chat=False)
+    assert raw.tokens != generation.tokens  # without the template the model continues the text instead
+
+
+def test_text_stream_holds_back_split_characters(default):
+    _, tokenizer = default
+    ids = tokenizer("naïve 🙂 café").input_ids
+    stream = TextStream(tokenizer)
+    chunks = [stream.push([token], final=index == len(ids) - 1) for index, token in enumerate(ids)]
+    assert all("\ufffd" not in chunk for chunk in chunks)
+    assert "".join(chunks) == tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def test_cli_generate_prints_text_and_statistics(capsys):
+    assert main(["generate", "Say hello.", "--max-new-tokens", "8", "--stats"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip()
+    assert re.search(r"\[none\+drafted\+all\+tree\] \d+ tokens in \d+ target forwards: tau 1\.00, [\d.]+ tokens/s", err)
+
+
+def test_cli_reports_bad_names_without_a_traceback(capsys):
+    assert main(["generate", "Hi", "--method", "vanila", "--max-new-tokens", "2"]) == 2
+    assert "Did you mean 'vanilla'" in capsys.readouterr().err
+
+
+def test_cli_lists_plugins_and_methods(capsys):
+    main(["plugins"])
+    listing = capsys.readouterr().out
+    assert "tree  (specmix " in listing and "verifier tree" in listing
+    main(["methods"])
+    assert "vanilla: drafter none + builder drafted + selector all + verifier tree" in capsys.readouterr().out
+
+
+def test_bench_writes_json_table_and_plot(tmp_path):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("\n".join(json.dumps(row) for row in [
+        {"question_id": 1, "category": "maths", "turns": ["What is 2 + 2?"]},
+        {"question_id": 2, "category": "echo", "turns": ["Repeat: red green blue red green blue"]},
+    ]))
+    out = tmp_path / "report" / "bench.json"
+    assert main(["bench", "--methods", "hf,vanilla", "--prompts", str(prompts), "--max-new-tokens", "8",
+                 "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    for name in ("hf", "vanilla"):
+        row = report["methods"][name]
+        assert set(row) >= {"tokens_per_s", "speedup_vs_hf", "tau", "identical_rate", "by_category"}
+        assert set(row["by_category"]) == {"maths", "echo"}
+    assert report["methods"]["hf"]["tau"] is None and report["methods"]["vanilla"]["tau"] == 1.0
+    assert report["methods"]["vanilla"]["identical_rate"] == 1.0
+    assert "| vanilla |" in out.with_suffix(".md").read_text()
+    assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
