@@ -31,7 +31,7 @@ def test_calibrates_continuation_odds_from_verdicts():
     assert tree.cumulative_logprobs().exp()[1] == pytest.approx(0.5)
     # The target refused the first token: one failure for first tokens after a unigram match.
     drafter.observe(Verdict(tree=tree, path=(), bonus=7, logits=torch.zeros(tree.size, 50)), None)
-    assert drafter.continued[(1, False)] == [0, 1]
+    assert drafter.odds.counts[(1, False)] == [0, 1]
     assert _propose(drafter, [*context, 7]).size == 1  # 7 never occurred before
     drafter.observe(Verdict(tree=TokenTree.root_only(7, 50), path=(), bonus=1, logits=torch.zeros(1, 50)), None)
     again = _propose(drafter, [*context, 7, 1])

@@ -6,6 +6,7 @@ import math
 from collections import defaultdict
 
 from specmix import ConfigurationError, Drafter, Proposal, TokenTree
+from specmix.odds import ContinuationOdds
 
 
 class NgramDrafter(Drafter):
@@ -31,15 +32,13 @@ class NgramDrafter(Drafter):
             raise ConfigurationError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram} and {max_ngram}")
         if depth < 1 or max_matches < 1:
             raise ConfigurationError("depth and max_matches must be at least 1")
-        if not 0 < prior < 1 or prior_weight <= 0:
-            raise ConfigurationError(f"prior must lie in (0, 1) and prior_weight be positive, got {prior}, {prior_weight}")
         self.max_ngram, self.min_ngram, self.depth, self.max_matches = max_ngram, min_ngram, depth, max_matches
-        self.prior, self.prior_weight = prior, prior_weight
+        self.odds = ContinuationOdds(prior, prior_weight)  # keyed by (n, deeper than the first token)
 
     def start(self, prompt, hidden):
         self.tokens: list[int] = []
         self.index: dict[tuple[int, ...], list[int]] = defaultdict(list)
-        self.continued: dict[tuple[int, bool], list[int]] = defaultdict(lambda: [0, 0])  # (n, deep) -> [yes, tried]
+        self.odds.reset()
         self.matched = 0
         self._extend(prompt.tolist())
 
@@ -52,10 +51,6 @@ class NgramDrafter(Drafter):
             for n in range(self.min_ngram, self.max_ngram + 1):
                 if end - n >= 0:
                     self.index[tuple(tokens[end - n:end])].append(end)
-
-    def _continue_logprob(self, deep: bool) -> float:
-        yes, tried = self.continued[(self.matched, deep)]
-        return math.log((yes + self.prior * self.prior_weight) / (tried + self.prior_weight))
 
     def propose(self, ctx):
         tokens, continuations, self.matched = self.tokens, [], 0
@@ -74,7 +69,7 @@ class NgramDrafter(Drafter):
             for token in path:
                 node = next(c for c in trie.children[node] if trie.token_list[c] == token)
                 through[node] += 1
-        first, deeper = self._continue_logprob(False), self._continue_logprob(True)
+        first, deeper = self.odds.logprob((self.matched, False)), self.odds.logprob((self.matched, True))
         logprobs = [0.0] + [
             math.log(through[i] / through[trie.parent_list[i]]) + (deeper if trie.depth_list[i] > 1 else first)
             for i in range(1, trie.size)
@@ -84,10 +79,5 @@ class NgramDrafter(Drafter):
 
     def observe(self, verdict, ctx):
         if self.matched:
-            tree, reached = verdict.tree, (0, *verdict.path)
-            for position, node in enumerate(reached):
-                if tree.children[node]:
-                    counts = self.continued[(self.matched, node != 0)]
-                    counts[0] += position + 1 < len(reached)
-                    counts[1] += 1
+            self.odds.record(verdict, lambda node: (self.matched, node != 0))
         self._extend(list(verdict.committed))
