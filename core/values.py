@@ -130,8 +130,9 @@ class StepContext:
 
     ``tokens`` are the committed ids (prompt and output), ending with the root.
     ``max_depth`` is the deepest a candidate may sit this step (room left in the output
-    and in the model's context). ``generator`` drives verification sampling only;
-    drafters that sample use their own.
+    and in the model's context). ``stop_ids`` end generation (the settings' or the
+    model's EOS ids). ``generator`` drives verification sampling only; drafters that
+    sample use their own.
     """
 
     step: int
@@ -141,6 +142,7 @@ class StepContext:
     max_depth: int
     cost: object | None = attrs.field(default=None, eq=False)
     generator: torch.Generator | None = attrs.field(default=None, eq=False)
+    stop_ids: frozenset[int] = frozenset()
 
     @property
     def root(self) -> int:

@@ -1,0 +1,29 @@
+import math
+
+import pytest
+import torch
+
+from specmix import ConfigurationError, TokenTree, Verdict
+from specmix.odds import ContinuationOdds
+
+
+def _verdict(tree, path):
+    return Verdict(tree=tree, path=path, bonus=0, logits=torch.zeros(tree.size, 8))
+
+
+def test_counts_reached_nodes_with_children_as_continued_or_not():
+    tree = TokenTree.from_paths(0, [[1, 2, 3], [4]], vocab_size=8)  # 1:1 2:2 3:3 4:4
+    odds = ContinuationOdds(prior=0.5, weight=2)
+    odds.record(_verdict(tree, (1,)), key=lambda node: tree.depth_list[node])
+    assert odds.counts[0] == [1, 1]  # the root went on to node 1
+    assert odds.counts[1] == [0, 1]  # node 1 had a child but the walk stopped there
+    assert 2 not in odds.counts  # node 2 was never reached
+    assert odds.logprob(0) == pytest.approx(math.log(2 / 3))
+    assert odds.logprob(7) == pytest.approx(math.log(0.5))
+    odds.reset()
+    assert odds.logprob(0) == pytest.approx(math.log(0.5))
+
+
+def test_refuses_a_prior_outside_the_unit_interval():
+    with pytest.raises(ConfigurationError, match="prior"):
+        ContinuationOdds(prior=1.0)
