@@ -144,8 +144,7 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
         else:
             method, options = parse_method(name)
             decoder = Decoder(model, registry.compose(method, options=options), tokenizer=tokenizer)
-            if decoder.composition.consumes("cost-curve"):
-                _ = decoder.cost_curve  # measured (or read from the cache) before any timing
+            decoder.prepare()
             runners[name] = _specmix_runner(decoder, settings)
     encoded = [encode(tokenizer, q.text) for q in questions]
 

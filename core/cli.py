@@ -109,6 +109,7 @@ def _generate(args) -> int:
                                       options=_options(args.options), **components)
     chat = False if args.no_chat else None
     if args.stream:
+        decoder.prepare()
         tokens, steps, start = 0, 0, time.perf_counter()
         for step in decoder.stream(args.prompt, settings, chat=chat):
             print(step.text, end="", flush=True)

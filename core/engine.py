@@ -84,10 +84,14 @@ class Decoder:
             self._cost_curve = cost_curve_for(self.target)
         return self._cost_curve
 
+    def prepare(self) -> None:
+        """Do the one-time work the composition needs (measuring the cost curve) before anything is timed."""
+        if self.composition.consumes("cost-curve"):
+            _ = self.cost_curve
+
     def generate(self, prompt: Prompt, settings: DecodeSettings | None = None, *, chat: bool | None = None) -> Generation:
         """Decode ``prompt`` (token ids, a string, or chat messages) to the end."""
-        if self.composition.consumes("cost-curve"):
-            _ = self.cost_curve  # a first measurement is not decoding time
+        self.prepare()
         start = time.perf_counter()
         tokens, steps, chunks, reason = [], [], [], None
         for step in self.stream(prompt, settings, chat=chat):
