@@ -121,9 +121,28 @@ def _summary(runs: Sequence[Run], references: Sequence[Run] | None, hf_rate: flo
     }
 
 
+def _journal(out: Path, header: dict, resume: bool) -> dict[int, dict[str, Run]]:
+    """Runs already recorded in ``OUT.runs.jsonl`` (when resuming a run with the same header); starts it otherwise."""
+    path = out.with_suffix(".runs.jsonl")
+    if resume and path.exists():
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if lines and lines[0] != header:
+            raise ConfigurationError(f"{path} was recorded with other methods, prompts or settings; "
+                                     "drop --resume or choose another --out")
+        return {line["index"]: {name: Run(tuple(run["tokens"]), run["seconds"], run["steps"])
+                                for name, run in line["runs"].items()} for line in lines[1:]}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(header) + "\n")
+    return {}
+
+
 def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings: DecodeSettings, model=None,
-              cache=None, dtype="float32", device=None, out="bench.json", registry=None) -> dict:
-    """Run every method on every prompt, rotating their order per prompt; write JSON, Markdown and PNG reports."""
+              cache=None, dtype="float32", device=None, out="bench.json", registry=None, resume: bool = False) -> dict:
+    """Run every method on every prompt, rotating their order per prompt; write JSON, Markdown and PNG reports.
+
+    Each finished prompt is appended to ``OUT.runs.jsonl``; with ``resume`` a run picks up
+    where an interrupted one with the same methods, prompts and settings stopped.
+    """
     from tqdm.auto import tqdm
 
     from specmix.engine import Decoder
@@ -147,21 +166,33 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
             decoder.prepare()
             runners[name] = _specmix_runner(decoder, settings)
     encoded = [encode(tokenizer, q.text) for q in questions]
+    out = Path(out)
+    header = {"methods": list(methods), "prompts": prompts, "limit": limit, "model": str(model),
+              "settings": attrs.asdict(settings)}
+    done = _journal(out, header, resume)
 
     for runner in tqdm(runners.values(), desc="warm-up", leave=False):
         runner(encoded[0], 16)
-    results: dict[str, list[Run]] = {name: [] for name in methods}
-    progress = tqdm(total=len(questions) * len(methods), desc="bench", unit="run")
-    for index, ids in enumerate(encoded):
-        shift = index % len(methods)
-        for name in methods[shift:] + methods[:shift]:  # interleaved, so methods share the machine's drift
-            progress.set_postfix_str(name)
-            results[name].append(runners[name](ids, settings.max_new_tokens))
-            progress.update()
+    progress = tqdm(total=len(questions) * len(methods), initial=len(done) * len(methods), desc="bench", unit="run")
+    with out.with_suffix(".runs.jsonl").open("a") as journal:
+        for index, ids in enumerate(encoded):
+            if index in done:
+                continue
+            shift = index % len(methods)
+            runs = {}
+            for name in methods[shift:] + methods[:shift]:  # interleaved, so methods share the machine's drift
+                progress.set_postfix_str(name)
+                runs[name] = runners[name](ids, settings.max_new_tokens)
+                progress.update()
+            done[index] = runs
+            journal.write(json.dumps({"index": index, "runs": {name: attrs.asdict(run) for name, run in runs.items()}})
+                          + "\n")
+            journal.flush()
     progress.close()
 
+    results = {name: [done[index][name] for index in range(len(questions))] for name in methods}
     report = _report(methods, questions, results, settings)
-    _write(report, Path(out))
+    _write(report, out)
     return report
 
 

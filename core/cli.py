@@ -82,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--limit", type=int, help="use the first N prompts")
     _add_settings_arguments(bench, 128)
     bench.add_argument("--out", default="bench.json", help="JSON report; the .md table and .png plot go beside it")
+    bench.add_argument("--resume", action="store_true",
+                       help="continue an interrupted run from OUT.runs.jsonl (same methods, prompts and settings)")
     return parser
 
 
@@ -161,7 +163,8 @@ def _bench(args) -> int:
     if not methods:
         raise ConfigurationError("--methods names no method")
     run_bench(methods=methods, prompts=args.prompts, limit=args.limit, settings=_settings(args, stop_ids=None),
-              model=args.model, cache=args.cache_dir, dtype=args.dtype, device=args.device, out=args.out)
+              model=args.model, cache=args.cache_dir, dtype=args.dtype, device=args.device, out=args.out,
+              resume=args.resume)
     return 0
 
 

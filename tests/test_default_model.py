@@ -99,6 +99,16 @@ def test_bench_writes_json_table_and_plot(tmp_path):
     assert "| vanilla |" in out.with_suffix(".md").read_text()
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
 
+    journal = out.with_suffix(".runs.jsonl")
+    header, first, second = journal.read_text().splitlines()
+    journal.write_text(header + "\n" + first + "\n")  # as if interrupted after the first prompt
+    arguments = ["bench", "--methods", "hf,vanilla", "--prompts", str(prompts), "--max-new-tokens", "8", "--out", str(out)]
+    assert main([*arguments, "--resume"]) == 0
+    lines = journal.read_text().splitlines()
+    assert lines[:2] == [header, first] and len(lines) == 3 and json.loads(lines[2])["index"] == 1
+    assert json.loads(out.read_text())["prompts"] == 2
+    assert main([*arguments[:2], "hf", *arguments[3:], "--resume"]) == 2  # other methods: refused
+
 
 def test_a_local_checkpoint_directory_loads_like_any_model(default):
     from specmix.loading import default_model_dir

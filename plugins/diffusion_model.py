@@ -1,0 +1,144 @@
+"""A block-diffusion drafter network (DFlash-style), conditioned on the target's hidden states.
+
+A few decoder layers at the target's width. Features from tapped target layers are
+fused (concatenate, Linear, RMSNorm) and injected into every layer as extra keys and
+values, through that layer's own k/v projections. A block ``[bonus, MASK, ..., MASK]``
+attends bidirectionally to itself and to all context features, and one pass gives
+marginals for every masked position. Token embedding and LM head are the target's,
+shared and frozen; the mask embedding is the drafter's own.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import attrs
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def tapped_layers(target_layers: int, draft_layers: int) -> tuple[int, ...]:
+    """Target layers to tap (indices into HF ``hidden_states``, 1 = after the first layer), spread over the depth."""
+    if draft_layers == 1:
+        return (target_layers // 2,)
+    return tuple(round(1 + i * (target_layers - 4) / (draft_layers - 1)) for i in range(draft_layers))
+
+
+@attrs.frozen
+class DrafterConfig:
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    head_dim: int
+    intermediate_size: int
+    taps: tuple[int, ...] = attrs.field(converter=tuple)
+    block_size: int = 16
+    rope_theta: float = 10000.0
+    rms_eps: float = 1e-5
+    target: str = ""
+    """A fingerprint of the target the drafter was trained for (see :func:`target_fingerprint`)."""
+
+    def to_json(self) -> str:
+        return json.dumps(attrs.asdict(self), indent=1)
+
+    @classmethod
+    def from_file(cls, path: Path) -> DrafterConfig:
+        return cls(**json.loads(Path(path).read_text()))
+
+
+def target_fingerprint(model) -> str:
+    """What must match between a drafter and its target: architecture, sizes and the embedding's values."""
+    config = model.config
+    embedding = model.get_input_embeddings().weight
+    probe = float(embedding[:: max(1, embedding.shape[0] // 64)].double().sum())
+    return f"{config.model_type}-{config.num_hidden_layers}x{config.hidden_size}-v{config.vocab_size}-{probe:.6e}"
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x):
+        scale = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
+        return (x.float() * scale).to(x.dtype) * self.weight
+
+
+def rotate(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+    """Rotary position embedding on ``x [..., T, head_dim]`` at ``positions [T]``."""
+    half = x.shape[-1] // 2
+    frequencies = theta ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
+    angles = positions.to(torch.float32)[:, None] * frequencies[None]
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    first, second = x[..., :half], x[..., half:]
+    return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+
+
+class DraftLayer(nn.Module):
+    def __init__(self, config: DrafterConfig):
+        super().__init__()
+        inner = config.num_heads * config.head_dim
+        self.config = config
+        self.q_proj = nn.Linear(config.hidden_size, inner, bias=False)
+        self.k_proj = nn.Linear(config.hidden_size, inner, bias=False)
+        self.v_proj = nn.Linear(config.hidden_size, inner, bias=False)
+        self.o_proj = nn.Linear(inner, config.hidden_size, bias=False)
+        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+        self.input_norm = RMSNorm(config.hidden_size, config.rms_eps)
+        self.post_norm = RMSNorm(config.hidden_size, config.rms_eps)
+
+    def _heads(self, x):
+        return x.view(*x.shape[:-1], self.config.num_heads, self.config.head_dim).transpose(-3, -2)
+
+    def keys_values(self, states: torch.Tensor, positions: torch.Tensor):
+        """Keys (rotated) and values ``[heads, T, head_dim]`` of ``states [T, D]``."""
+        keys = rotate(self._heads(self.k_proj(states)), positions, self.config.rope_theta)
+        return keys, self._heads(self.v_proj(states))
+
+    def forward(self, hidden, positions, context_keys, context_values, mask=None):
+        """``hidden [T, D]`` attends to the context's keys/values and to itself; ``mask [T, C + T]`` is boolean or None."""
+        x = self.input_norm(hidden)
+        queries = rotate(self._heads(self.q_proj(x)), positions, self.config.rope_theta)
+        keys, values = self.keys_values(x, positions)
+        keys, values = torch.cat([context_keys, keys], dim=-2), torch.cat([context_values, values], dim=-2)
+        attended = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask)
+        hidden = hidden + self.o_proj(attended.transpose(-3, -2).reshape(hidden.shape[0], -1))
+        x = self.post_norm(hidden)
+        return hidden + self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class BlockDrafter(nn.Module):
+    """The trainable part: fusion, mask embedding, layers and final norm (embedding and LM head are the target's)."""
+
+    def __init__(self, config: DrafterConfig):
+        super().__init__()
+        self.config = config
+        self.fuse = nn.Linear(len(config.taps) * config.hidden_size, config.hidden_size, bias=False)
+        self.fuse_norm = RMSNorm(config.hidden_size, config.rms_eps)
+        self.mask_embedding = nn.Parameter(torch.randn(config.hidden_size) * 0.02)
+        self.layers = nn.ModuleList(DraftLayer(config) for _ in range(config.num_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_eps)
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, std=1 / math.sqrt(module.in_features))
+
+    def features(self, tapped: torch.Tensor) -> torch.Tensor:
+        """Fused context features ``[n, D]`` from the concatenated tapped hidden states ``[n, taps * D]``."""
+        return self.fuse_norm(self.fuse(tapped))
+
+    def context(self, features: torch.Tensor, positions: torch.Tensor):
+        """Per layer, the keys and values the context features inject."""
+        return [layer.keys_values(features, positions) for layer in self.layers]
+
+    def forward(self, block: torch.Tensor, positions: torch.Tensor, context, mask=None) -> torch.Tensor:
+        """Hidden states ``[T, D]`` of block inputs ``block [T, D]`` (embeddings) at ``positions``."""
+        hidden = block
+        for layer, (keys, values) in zip(self.layers, context):
+            hidden = layer(hidden, positions, keys, values, mask)
+        return self.norm(hidden)
