@@ -29,10 +29,15 @@ ENGINE_PROVIDES = frozenset({"cost-curve"})
 
 
 class Component:
-    """Shared by all four kinds. Options arrive as keyword arguments to the constructor."""
+    """Shared by all four kinds. Options arrive as keyword arguments to the constructor.
+
+    ``test_options`` are the options the conformance kit builds the component with on
+    tiny random targets (a drafter that needs trained weights can ask for random ones).
+    """
 
     consumes: ClassVar[frozenset[str]] = frozenset()
     produces: ClassVar[frozenset[str]] = frozenset()
+    test_options: ClassVar[dict] = {}
 
 
 class Drafter(Component):
@@ -49,6 +54,13 @@ class Drafter(Component):
     """
 
     hidden_layers: tuple[int, ...] = ()
+
+    def attach(self, target: Target) -> None:
+        """Called once when a decoder is built for ``target``, before ``hidden_layers`` is read.
+
+        A drafter that shares the target's weights (embeddings, LM head) or sizes itself
+        from the target does so here, and refuses a target it was not made for.
+        """
 
     def start(self, prompt: torch.Tensor, hidden: HiddenStates) -> None:
         """Begin a generation. ``prompt`` is every prompt id; ``hidden`` covers all but the last."""

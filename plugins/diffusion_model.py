@@ -53,7 +53,7 @@ def target_fingerprint(model) -> str:
     """What must match between a drafter and its target: architecture, sizes and the embedding's values."""
     config = model.config
     embedding = model.get_input_embeddings().weight
-    probe = float(embedding[:: max(1, embedding.shape[0] // 64)].double().sum())
+    probe = float(embedding.detach()[:: max(1, embedding.shape[0] // 64)].double().sum())
     return f"{config.model_type}-{config.num_hidden_layers}x{config.hidden_size}-v{config.vocab_size}-{probe:.6e}"
 
 
@@ -127,6 +127,14 @@ class BlockDrafter(nn.Module):
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 nn.init.normal_(module.weight, std=1 / math.sqrt(module.in_features))
+
+    def save(self, directory: Path) -> None:
+        """``config.json`` and ``model.pt`` (the trainable weights only), as the drafter plugin loads them."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "config.json").write_text(self.config.to_json())
+        torch.save({name: tensor.detach().cpu().float() for name, tensor in self.state_dict().items()},
+                   directory / "model.pt")
 
     def features(self, tapped: torch.Tensor) -> torch.Tensor:
         """Fused context features ``[n, D]`` from the concatenated tapped hidden states ``[n, taps * D]``."""

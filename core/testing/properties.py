@@ -24,8 +24,11 @@ def kit_registry(extra_plugins: Iterable[object] = ()) -> Registry:
 
 
 def make_decoder(registry: Registry, names: Mapping[str, str], model, seed: int, options=None) -> Decoder:
-    """A decoder for ``names``; kit drafters get ``seed`` and the model as their oracle."""
-    merged = {kind: dict(value) for kind, value in (options or {}).items()}
+    """A decoder for ``names`` with each component's ``test_options`` under ``options``;
+    kit drafters get ``seed`` and the model as their oracle."""
+    merged = {kind: dict(getattr(registry.get(kind, name).factory, "test_options", {})) for kind, name in names.items()}
+    for kind, value in (options or {}).items():
+        merged.setdefault(kind, {}).update(value)
     if names["drafter"] in KIT_DRAFTERS:
         merged.setdefault("drafter", {}).update(seed=seed, oracle=model)
     return Decoder(model, registry.compose(options=merged, **names), cost_curve=CURVE)

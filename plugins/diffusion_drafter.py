@@ -1,0 +1,107 @@
+"""The ``diffusion`` drafter: one block-diffusion pass per step, conditioned on the target's hidden states."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from specmix import ConfigurationError, Drafter, Marginals, Proposal, hookimpl
+from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers, target_fingerprint
+
+TRAIN_HINT = "train one with `specmix train diffusion --target MODEL --out DIR` and pass -o drafter.weights=DIR"
+PACKAGED = Path(__file__).parent / "drafters"
+
+
+def _packaged_for(fingerprint: str) -> Path | None:
+    for config in sorted(PACKAGED.glob("*/config.json")):
+        if DrafterConfig.from_file(config).target == fingerprint:
+            return config.parent
+    return None
+
+
+class DiffusionDrafter(Drafter):
+    """DFlash-style drafting: a few layers read fused features of tapped target layers.
+
+    Options: ``weights`` (a directory holding ``config.json`` and ``model.pt``; default:
+    the drafter shipped for this target, if any), ``top_k`` ids per position in the
+    marginals (8), ``block_size`` (the trained one, 16, or smaller), and
+    ``random_layers`` to build an untrained drafter of that many layers instead —
+    losslessness never depends on the drafter, so tests use it.
+    """
+
+    produces = frozenset({"marginals", "features"})
+    consumes = frozenset({"hidden-states"})
+    test_options = {"random_layers": 1}
+
+    def __init__(self, weights: str | None = None, top_k: int = 8, block_size: int | None = None,
+                 random_layers: int | None = None, seed: int = 0):
+        if top_k < 1 or (block_size is not None and block_size < 2):
+            raise ConfigurationError("top_k must be >= 1 and block_size >= 2")
+        self.weights, self.top_k, self.block_size = weights, top_k, block_size
+        self.random_layers, self.seed = random_layers, seed
+
+    def attach(self, target):
+        model = target.model
+        fingerprint = target_fingerprint(model)
+        if self.random_layers:
+            hidden = model.config.hidden_size
+            head_dim = 64 if hidden % 64 == 0 else hidden
+            config = DrafterConfig(hidden_size=hidden, num_layers=self.random_layers, num_heads=hidden // head_dim,
+                                   head_dim=head_dim, intermediate_size=2 * hidden,
+                                   taps=tapped_layers(target.num_layers, self.random_layers), target=fingerprint)
+            with torch.random.fork_rng():
+                torch.manual_seed(self.seed)
+                self.net = BlockDrafter(config)
+        else:
+            directory = Path(self.weights) if self.weights else _packaged_for(fingerprint)
+            if directory is None:
+                raise ConfigurationError(f"no trained diffusion drafter ships for this target ({fingerprint}); {TRAIN_HINT}")
+            config = DrafterConfig.from_file(directory / "config.json")
+            if config.target != fingerprint:
+                raise ConfigurationError(f"the drafter in {directory} was trained for {config.target}, "
+                                         f"not this target ({fingerprint}); {TRAIN_HINT}")
+            self.net = BlockDrafter(config)
+            self.net.load_state_dict(torch.load(directory / "model.pt", map_location="cpu", weights_only=True))
+        self.net = self.net.to(device=target.device, dtype=target.dtype).eval().requires_grad_(False)
+        self.embed, self.head = model.get_input_embeddings(), model.get_output_embeddings()
+        self.hidden_layers = config.taps
+        self.block = min(self.block_size or config.block_size, config.block_size)
+
+    def _append(self, hidden) -> None:
+        features = self.net.features(torch.cat([hidden[layer] for layer in self.hidden_layers], dim=-1))
+        positions = torch.arange(self.length, self.length + features.shape[0], device=features.device)
+        for index, (keys, values) in enumerate(self.net.context(features, positions)):
+            old_keys, old_values = self.context[index]
+            self.context[index] = (torch.cat([old_keys, keys], dim=-2), torch.cat([old_values, values], dim=-2))
+        self.length += features.shape[0]
+
+    @torch.no_grad()
+    def start(self, prompt, hidden):
+        config, device, dtype = self.net.config, self.head.weight.device, self.head.weight.dtype
+        empty = torch.zeros(config.num_heads, 0, config.head_dim, device=device, dtype=dtype)
+        self.context, self.length = [(empty, empty) for _ in range(config.num_layers)], 0
+        self._append(hidden)
+
+    @torch.no_grad()
+    def propose(self, ctx):
+        size = min(self.block, ctx.max_depth + 1)
+        if size < 2:
+            return Proposal()
+        root = self.embed(ctx.tokens[-1:].to(self.head.weight.device))
+        block = torch.cat([root, self.net.mask_embedding.expand(size - 1, -1)])
+        positions = torch.arange(self.length, self.length + size, device=block.device)
+        hidden = self.net(block, positions, self.context)[1:]
+        logprobs = torch.log_softmax(self.head(hidden).float(), dim=-1)
+        top = logprobs.topk(min(self.top_k, logprobs.shape[-1]), dim=-1)
+        return Proposal(marginals=Marginals(ids=top.indices.cpu(), logprobs=top.values.double().cpu(),
+                                            vocab_size=ctx.vocab_size), features=hidden)
+
+    @torch.no_grad()
+    def observe(self, verdict, ctx):
+        self._append(verdict.hidden)
+
+
+@hookimpl
+def register_drafters(register):
+    register("diffusion", DiffusionDrafter)
