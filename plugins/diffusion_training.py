@@ -1,0 +1,127 @@
+"""Training a block-diffusion drafter on its target's own responses (self-distillation).
+
+Per sequence: the frozen target's hidden states at the tapped layers are computed once;
+random anchors are drawn inside the response; each anchor starts a block
+``[token at anchor, MASK, ...]`` that sees the fused context features strictly before
+the anchor and, bidirectionally, its own block, never another block. The loss is
+cross-entropy on the tokens after the anchor, position k weighted by exp(-(k-1)/gamma).
+AdamW with linear warm-up and a cosine decay; gradients clipped to 1.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+import torch
+from torch.nn import functional as F
+
+from specmix.plugins.diffusion_model import BlockDrafter
+
+
+@attrs.frozen
+class Example:
+    """Token ids of prompt and response, and where the response starts."""
+
+    ids: tuple[int, ...]
+    response_start: int
+
+
+@attrs.frozen
+class TrainSettings:
+    steps: int = 2000
+    lr: float = 6e-4
+    warmup: float = 0.04
+    anchors: int = 8
+    gamma: float = 7.0
+    clip: float = 1.0
+    seed: int = 0
+    checkpoint_every: int = 200
+
+
+@torch.no_grad()
+def tapped_states(model, ids: Sequence[int], taps: Sequence[int]) -> torch.Tensor:
+    """The target's hidden states at ``taps``, concatenated: ``[len(ids), len(taps) * D]``."""
+    out = model(input_ids=torch.tensor([list(ids)], device=model.device), output_hidden_states=True)
+    return torch.cat([out.hidden_states[layer][0] for layer in taps], dim=-1)
+
+
+def block_loss(net: BlockDrafter, embed, head, ids: torch.Tensor, tapped: torch.Tensor, anchors: Sequence[int],
+               gamma: float) -> torch.Tensor:
+    """Decay-weighted cross-entropy of the blocks starting at ``anchors`` of one sequence."""
+    size, length = net.config.block_size, ids.shape[0]
+    features = net.features(tapped)
+    context = net.context(features, torch.arange(length))
+    blocks, positions, targets, weights = [], [], [], []
+    for anchor in anchors:
+        blocks.append(torch.cat([embed(ids[anchor:anchor + 1]), net.mask_embedding.expand(size - 1, -1)]))
+        positions.append(torch.arange(anchor, anchor + size))
+        for k in range(size):
+            has_target = k >= 1 and anchor + k < length
+            targets.append(int(ids[anchor + k]) if has_target else -100)
+            weights.append(math.exp(-(k - 1) / gamma) if has_target else 0.0)
+    block, position = torch.cat(blocks), torch.cat(positions)
+    queries = len(anchors) * size
+    mask = torch.zeros(queries, length + queries, dtype=torch.bool)
+    for j, anchor in enumerate(anchors):
+        rows = slice(j * size, (j + 1) * size)
+        mask[rows, :anchor] = True  # context strictly before the anchor
+        mask[rows, length + j * size:length + (j + 1) * size] = True  # its own block, both ways
+    hidden = net(block, position, context, mask)
+    losses = F.cross_entropy(head(hidden).float(), torch.tensor(targets), ignore_index=-100, reduction="none")
+    weight = torch.tensor(weights)
+    return (losses * weight).sum() / weight.sum().clamp_min(1e-9)
+
+
+def learning_rate(step: int, settings: TrainSettings) -> float:
+    warm = max(1, int(settings.warmup * settings.steps))
+    if step < warm:
+        return settings.lr * (step + 1) / warm
+    progress = (step - warm) / max(1, settings.steps - warm)
+    return settings.lr * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+
+
+def train(net: BlockDrafter, model, examples: Sequence[Example], settings: TrainSettings,
+          checkpoint: Path | None = None, progress=None) -> list[float]:
+    """Train ``net`` for ``settings.steps`` steps (one sequence each), resuming from ``checkpoint`` if it exists."""
+    model.requires_grad_(False)  # the target, its embedding and LM head stay frozen
+    embed, head = model.get_input_embeddings(), model.get_output_embeddings()
+    optimizer = torch.optim.AdamW(net.parameters(), lr=settings.lr, weight_decay=0.0)
+    start, losses, rng = 0, [], random.Random(settings.seed)
+    if checkpoint is not None and Path(checkpoint).exists():
+        state = torch.load(checkpoint, weights_only=False)
+        net.load_state_dict(state["net"])
+        optimizer.load_state_dict(state["optimizer"])
+        start, losses = state["step"], state["losses"]
+        rng.setstate(state["rng"])
+    usable = [e for e in examples if len(e.ids) - e.response_start >= 2]
+    states: dict[int, torch.Tensor] = {}
+    net.train()
+    for step in range(start, settings.steps):
+        index = rng.randrange(len(usable))
+        example = usable[index]
+        if index not in states:
+            states[index] = tapped_states(model, example.ids, net.config.taps)
+        ids = torch.tensor(example.ids)
+        last = len(example.ids) - 2
+        anchors = sorted(rng.sample(range(example.response_start - 1, last + 1),
+                                    min(settings.anchors, last - example.response_start + 2)))
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step, settings)
+        loss = block_loss(net, embed, head, ids, states[index], anchors, settings.gamma)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), settings.clip)
+        optimizer.step()
+        losses.append(loss.item())
+        if checkpoint is not None and ((step + 1) % settings.checkpoint_every == 0 or step + 1 == settings.steps):
+            Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
+            torch.save({"net": net.state_dict(), "optimizer": optimizer.state_dict(), "step": step + 1,
+                        "losses": losses, "rng": rng.getstate()}, checkpoint)
+        if progress is not None:
+            progress(step, losses[-1])
+    net.eval()
+    return losses

@@ -1,0 +1,57 @@
+import pytest
+import torch
+
+from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers, target_fingerprint
+from specmix.plugins.diffusion_training import Example, TrainSettings, learning_rate, train
+from specmix.settings import DecodeSettings
+from specmix.testing import reference_greedy, tiny_model
+
+
+def _examples(model, count=6):
+    generator = torch.Generator().manual_seed(0)
+    examples = []
+    for _ in range(count):
+        prompt = torch.randint(2, 32, (6,), generator=generator).tolist()
+        response = reference_greedy(model, prompt, DecodeSettings(max_new_tokens=30, stop_ids=()))
+        examples.append(Example(ids=tuple(prompt + response), response_start=len(prompt)))
+    return examples
+
+
+def _net(model):
+    config = DrafterConfig(hidden_size=16, num_layers=1, num_heads=2, head_dim=8, intermediate_size=32,
+                           taps=tapped_layers(2, 1), block_size=4, target=target_fingerprint(model))
+    torch.manual_seed(0)
+    return BlockDrafter(config).to(torch.float64)
+
+
+def test_training_on_a_tiny_target_lowers_the_loss():
+    model = tiny_model("llama")
+    losses = train(_net(model), model, _examples(model), TrainSettings(steps=120, lr=3e-3, anchors=4, gamma=2.0))
+    assert sum(losses[-20:]) / 20 < 0.8 * sum(losses[:20]) / 20
+
+
+def test_an_interrupted_training_resumes_where_its_checkpoint_left_off(tmp_path):
+    model = tiny_model("llama")
+    examples = _examples(model, count=3)
+    settings = TrainSettings(steps=40, lr=3e-3, anchors=4, gamma=2.0, checkpoint_every=10)
+    whole = _net(model)
+    expected = train(whole, model, examples, settings)
+
+    def interrupt(step, loss):
+        if step == 24:
+            raise KeyboardInterrupt
+
+    checkpoint = tmp_path / "state.pt"
+    with pytest.raises(KeyboardInterrupt):
+        train(_net(model), model, examples, settings, checkpoint, progress=interrupt)
+    assert torch.load(checkpoint, weights_only=False)["step"] == 20
+    resumed = _net(model)
+    assert train(resumed, model, examples, settings, checkpoint) == pytest.approx(expected)
+    for name, tensor in resumed.state_dict().items():
+        assert torch.allclose(tensor, whole.state_dict()[name])
+
+
+def test_learning_rate_warms_up_then_decays():
+    settings = TrainSettings(steps=100, lr=1.0, warmup=0.1)
+    rates = [learning_rate(step, settings) for step in range(100)]
+    assert rates[0] < rates[9] == 1.0 and rates[50] < 1.0 and rates[-1] < 0.01
