@@ -82,6 +82,15 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--limit", type=int, help="use the first N prompts")
     _add_settings_arguments(bench, 128)
     bench.add_argument("--out", default="bench.json", help="JSON report; the .md table and .png plot go beside it")
+    train = commands.add_parser("train", help="run a training recipe a plugin provides")
+    recipes = train.add_subparsers(dest="recipe", required=True, metavar="RECIPE")
+    from specmix.registry import Registry
+
+    for name, registration in sorted(Registry.load().entries["trainer"].items()):
+        recipe = recipes.add_parser(name, help=getattr(registration.factory, "description", ""))
+        recipe.set_defaults(trainer=registration.factory)
+        registration.factory.add_arguments(recipe)
+
     bench.add_argument("--resume", action="store_true",
                        help="continue an interrupted run from OUT.runs.jsonl (same methods, prompts and settings)")
     return parser
@@ -90,7 +99,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"generate": _generate, "plugins": _plugins, "methods": _methods, "bench": _bench}[args.command](args)
+        commands = {"generate": _generate, "plugins": _plugins, "methods": _methods, "bench": _bench,
+                    "train": lambda args: args.trainer.run(args)}
+        return commands[args.command](args)
     except SpecmixError as exc:
         print(f"specmix: error: {exc}", file=sys.stderr)
         return 2

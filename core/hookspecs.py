@@ -46,3 +46,13 @@ def register_methods(register):
     A method names one component of each kind and their options; components may come
     from other plugins, and the composition is checked when the method is used.
     """
+
+
+@hookspec
+def register_trainers(register):
+    """Register training recipes, run as ``specmix train NAME``: ``register("diffusion", trainer)``.
+
+    A trainer has a ``description``, ``add_arguments(parser)`` (an argparse parser) and
+    ``run(args) -> int``. Recipes must be resumable: a second run with the same output
+    directory continues where the first stopped.
+    """

@@ -91,8 +91,8 @@ class Registry:
 
     def __init__(self, manager: pluggy.PluginManager):
         self.manager = manager
-        self.entries: dict[str, dict[str, Registration]] = {kind: {} for kind in (*KINDS, "method")}
-        for kind, hook in (*HOOKS.items(), ("method", "register_methods")):
+        self.entries: dict[str, dict[str, Registration]] = {kind: {} for kind in (*KINDS, "method", "trainer")}
+        for kind, hook in (*HOOKS.items(), ("method", "register_methods"), ("trainer", "register_trainers")):
             for impl in getattr(manager.hook, hook).get_hookimpls():
                 self._collect(kind, impl)
 
@@ -104,6 +104,12 @@ class Registry:
         plugin = impl.plugin_name
 
         def register(name, factory=None):
+            if kind == "trainer":
+                if not all(hasattr(factory, attribute) for attribute in ("add_arguments", "run")):
+                    raise PluginError(f"plugin '{plugin}' registered trainer '{name}' without add_arguments() and run()",
+                                      plugin=plugin, component=str(name))
+                self._add(Registration(kind, name, factory, plugin))
+                return
             if kind == "method":
                 method = name
                 if not isinstance(method, Method):

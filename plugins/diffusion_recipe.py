@@ -1,0 +1,140 @@
+"""``specmix train diffusion``: prompts → the target's own responses → training → held-out acceptance.
+
+Every stage writes into ``--out`` and is skipped or continued when its output exists,
+so an interrupted run is resumed by running the same command again.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from specmix import Decoder, DecodeSettings, Registry, hookimpl
+from specmix.loading import load_model
+from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers, target_fingerprint
+from specmix.plugins.diffusion_training import Example, TrainSettings, train
+from specmix.plugins.training_prompts import training_prompts
+from specmix.text import encode
+
+
+def _log(message: str) -> None:
+    print(f"specmix train diffusion: {message}", file=sys.stderr, flush=True)
+
+
+def generate_responses(model, tokenizer, prompts: list[str], path: Path, max_new_tokens: int, batch_size: int) -> None:
+    """Greedy responses of the target, appended to ``path`` batch by batch (resumable)."""
+    from tqdm.auto import tqdm
+
+    done = sum(1 for line in path.open()) if path.exists() else 0
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    eos = set(Decoder(model, Registry.load().compose("vanilla")).target.eos_ids)
+    with path.open("a") as out, tqdm(total=len(prompts), initial=done, desc="responses", unit="prompt") as bar:
+        for start in range(done, len(prompts), batch_size):
+            batch = [encode(tokenizer, p) for p in prompts[start:start + batch_size]]
+            width = max(len(ids) for ids in batch)
+            ids = torch.tensor([[pad] * (width - len(x)) + x for x in batch])
+            attention = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in batch])
+            generated = model.generate(ids, attention_mask=attention, max_new_tokens=max_new_tokens, do_sample=False,
+                                       temperature=None, top_p=None, top_k=None, pad_token_id=pad)
+            for prompt_ids, row in zip(batch, generated[:, width:].tolist()):
+                response = []
+                for token in row:
+                    response.append(token)
+                    if token in eos:
+                        break
+                out.write(json.dumps({"ids": prompt_ids + response, "response_start": len(prompt_ids)}) + "\n")
+            out.flush()
+            bar.update(len(batch))
+
+
+def acceptance_by_position(decoder, prompts, tokenizer, max_new_tokens: int) -> dict:
+    """Held-out τ and, per block position k, how often a step accepted at least k drafted tokens."""
+    steps, tokens, reached = 0, 0, {}
+    for prompt in prompts:
+        generation = decoder.generate(encode(tokenizer, prompt), DecodeSettings(max_new_tokens=max_new_tokens))
+        steps += len(generation.steps)
+        tokens += len(generation.tokens)
+        for step in generation.steps:
+            for k in range(1, step.accepted + 1):
+                reached[k] = reached.get(k, 0) + 1
+    return {"tau": tokens / max(steps, 1), "steps": steps,
+            "accepted_at_least": {k: reached.get(k, 0) / max(steps, 1) for k in range(1, 16)}}
+
+
+class DiffusionTrainer:
+    description = "train a block-diffusion (DFlash-style) drafter for a target on its own responses"
+
+    def add_arguments(self, parser):
+        parser.add_argument("--target", help="HF id, directory or .gguf (default: the embedded default model)")
+        parser.add_argument("--out", required=True, help="output directory (resumable)")
+        parser.add_argument("--cache-dir")
+        parser.add_argument("--prompts", type=int, default=1500, help="training prompts (default 1500)")
+        parser.add_argument("--held-out", type=int, default=24, help="prompts kept out of training for evaluation")
+        parser.add_argument("--exclude", action="append", default=[], type=Path,
+                            help="benchmark prompt files (.jsonl) no training prompt may overlap (repeatable)")
+        parser.add_argument("--max-new-tokens", type=int, default=256)
+        parser.add_argument("--batch-size", type=int, default=8)
+        parser.add_argument("--layers", type=int, default=1)
+        parser.add_argument("--block-size", type=int, default=16)
+        parser.add_argument("--steps", type=int, default=6000)
+        parser.add_argument("--lr", type=float, default=6e-4)
+        parser.add_argument("--anchors", type=int, default=8)
+        parser.add_argument("--seed", type=int, default=0)
+
+    def run(self, args) -> int:
+        from tqdm.auto import tqdm
+
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        model, tokenizer = load_model(args.target, cache=args.cache_dir)
+        started = time.perf_counter()
+
+        prompts_path = out / "prompts.json"
+        if not prompts_path.exists():
+            prompts_path.write_text(json.dumps(training_prompts(args.prompts, args.seed, args.exclude), indent=0))
+        prompts = json.loads(prompts_path.read_text())
+        _log(f"{len(prompts)} prompts ({prompts_path})")
+
+        responses = out / "responses.jsonl"
+        generate_responses(model, tokenizer, prompts, responses, args.max_new_tokens, args.batch_size)
+        examples = [Example(tuple(row["ids"]), row["response_start"])
+                    for row in map(json.loads, responses.read_text().splitlines())]
+        training, held_out = examples[: -args.held_out], prompts[-args.held_out:]
+        _log(f"{len(training)} training sequences, {sum(len(e.ids) - e.response_start for e in training)} response tokens")
+
+        hidden = model.config.hidden_size
+        head_dim = 64 if hidden % 64 == 0 else hidden
+        config = DrafterConfig(hidden_size=hidden, num_layers=args.layers, num_heads=hidden // head_dim,
+                               head_dim=head_dim, intermediate_size=model.config.intermediate_size,
+                               taps=tapped_layers(model.config.num_hidden_layers, args.layers),
+                               block_size=args.block_size, target=target_fingerprint(model))
+        torch.manual_seed(args.seed)
+        net = BlockDrafter(config)
+        settings = TrainSettings(steps=args.steps, lr=args.lr, anchors=args.anchors, seed=args.seed)
+        with tqdm(total=settings.steps, desc="training", unit="step") as bar:
+            def progress(step, loss):
+                bar.n = step + 1
+                bar.set_postfix(loss=f"{loss:.3f}")
+                bar.refresh()
+
+            losses = train(net, model, training, settings, out / "checkpoint.pt", progress)
+        net.save(out)
+
+        decoder = Decoder(model, Registry.load().compose(drafter="diffusion", builder="chain", selector="all",
+                                                         verifier="tree", options={"drafter": {"weights": str(out)}}),
+                          tokenizer=tokenizer)
+        report = acceptance_by_position(decoder, held_out, tokenizer, 128)
+        report.update(final_loss=sum(losses[-100:]) / max(1, len(losses[-100:])), sequences=len(training),
+                      seconds_this_run=time.perf_counter() - started)
+        (out / "eval.json").write_text(json.dumps(report, indent=1))
+        _log(f"held-out tau {report['tau']:.2f}; drafter saved in {out}")
+        return 0
+
+
+@hookimpl
+def register_trainers(register):
+    register("diffusion", DiffusionTrainer())

