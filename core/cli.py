@@ -80,8 +80,12 @@ def _parser() -> argparse.ArgumentParser:
                             "optionally with options: ptd[drafter.max_riders=4,selector.budget=8]")
     bench.add_argument("--prompts", required=True, help="a Spec-Bench/MT-bench style .jsonl file, or 'humaneval'")
     bench.add_argument("--limit", type=int, help="use the first N prompts")
+    bench.add_argument("--per-category", type=int, metavar="N",
+                       help="use the first N prompts of every category (a subset that covers them all)")
     _add_settings_arguments(bench, 128)
     bench.add_argument("--out", default="bench.json", help="JSON report; the .md table and .png plot go beside it")
+    bench.add_argument("--resume", action="store_true",
+                       help="continue an interrupted run from OUT.runs.jsonl (same methods, prompts and settings)")
     train = commands.add_parser("train", help="run a training recipe a plugin provides")
     recipes = train.add_subparsers(dest="recipe", required=True, metavar="RECIPE")
     from specmix.registry import Registry
@@ -91,8 +95,6 @@ def _parser() -> argparse.ArgumentParser:
         recipe.set_defaults(trainer=registration.factory)
         registration.factory.add_arguments(recipe)
 
-    bench.add_argument("--resume", action="store_true",
-                       help="continue an interrupted run from OUT.runs.jsonl (same methods, prompts and settings)")
     return parser
 
 
@@ -175,7 +177,7 @@ def _bench(args) -> int:
         raise ConfigurationError("--methods names no method")
     run_bench(methods=methods, prompts=args.prompts, limit=args.limit, settings=_settings(args, stop_ids=None),
               model=args.model, cache=args.cache_dir, dtype=args.dtype, device=args.device, out=args.out,
-              resume=args.resume)
+              resume=args.resume, per_category=args.per_category)
     return 0
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from specmix import ConfigurationError, Drafter, Marginals, Proposal, hookimpl
+from specmix import ConfigurationError, Drafter, Marginals, Method, Proposal, hookimpl
 from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers, target_fingerprint
 
 TRAIN_HINT = "train one with `specmix train diffusion --target MODEL --out DIR` and pass -o drafter.weights=DIR"
@@ -105,3 +105,23 @@ class DiffusionDrafter(Drafter):
 @hookimpl
 def register_drafters(register):
     register("diffusion", DiffusionDrafter)
+
+
+@hookimpl
+def register_methods(register):
+    register(Method(
+        name="dflash",
+        drafter="diffusion",
+        builder="chain",
+        selector="all",
+        verifier="tree",
+        description="DFlash: a trained block-diffusion drafter proposes a block; its top-1 chain is verified whole.",
+    ))
+    register(Method(
+        name="ddtree",
+        drafter="diffusion",
+        builder="best-first",
+        selector="budget",
+        verifier="tree",
+        description="DDTree: a best-first tree over the diffusion drafter's marginals, sized by the cost curve.",
+    ))
