@@ -28,7 +28,8 @@ class Decoder:
         self.tokenizer = tokenizer
         self.composition = composition
         self._cost_curve = cost_curve
-        composition.drafter.call("attach", self.target)
+        for slot in composition.slots:
+            slot.call("attach", self.target)
         self.target.check_layers(composition.drafter.component.hidden_layers)
 
     @classmethod

@@ -39,6 +39,14 @@ class Component:
     produces: ClassVar[frozenset[str]] = frozenset()
     test_options: ClassVar[dict] = {}
 
+    def attach(self, target: Target) -> None:
+        """Called once when a decoder is built for ``target`` (for a drafter, before ``hidden_layers`` is read).
+
+        A component that shares the target's weights (embeddings, LM head), sizes itself
+        from the target, or loads weights trained for it does so here, and refuses a
+        target it was not made for (compare :attr:`Target.fingerprint`).
+        """
+
 
 class Drafter(Component):
     """Proposes what comes next.
@@ -54,13 +62,6 @@ class Drafter(Component):
     """
 
     hidden_layers: tuple[int, ...] = ()
-
-    def attach(self, target: Target) -> None:
-        """Called once when a decoder is built for ``target``, before ``hidden_layers`` is read.
-
-        A drafter that shares the target's weights (embeddings, LM head) or sizes itself
-        from the target does so here, and refuses a target it was not made for.
-        """
 
     def start(self, prompt: torch.Tensor, hidden: HiddenStates) -> None:
         """Begin a generation. ``prompt`` is every prompt id; ``hidden`` covers all but the last."""

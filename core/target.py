@@ -16,6 +16,14 @@ def _ids(value) -> tuple[int, ...]:
     return tuple(int(v) for v in (value if isinstance(value, (list, tuple)) else [value]))
 
 
+def fingerprint(model) -> str:
+    """What must match between a trained plugin artifact and its target: architecture, sizes and embedding values."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    embedding = model.get_input_embeddings().weight
+    probe = float(embedding.detach()[:: max(1, embedding.shape[0] // 64)].double().sum())
+    return f"{config.model_type}-{config.num_hidden_layers}x{config.hidden_size}-v{config.vocab_size}-{probe:.6e}"
+
+
 class Target:
     """One HF decoder model plus the cache of the generation in progress.
 
@@ -49,6 +57,10 @@ class Target:
     @property
     def dtype(self) -> torch.dtype:
         return self.model.dtype
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.model)
 
     @property
     def length(self) -> int:

@@ -23,7 +23,8 @@ class BudgetSelector(Selector):
         self.budget, self.prior = budget, prior
         self.consumes = frozenset() if budget is not None else frozenset({"cost-curve"})
 
-    def reach(self, tree) -> torch.Tensor:
+    def reach(self, tree, proposal) -> torch.Tensor:
+        """Each node's chance of being accepted, ``[N]`` (1 at the root); subclasses may learn it."""
         cumulative = tree.cumulative_logprobs()
         if cumulative is not None:
             return cumulative.exp()
@@ -36,7 +37,7 @@ class BudgetSelector(Selector):
     def select(self, tree, proposal, ctx):
         if tree.size == 1:
             return tree
-        reach = self.reach(tree)[1:]
+        reach = self.reach(tree, proposal)[1:]
         order = sorted(range(len(reach)), key=lambda i: -float(reach[i]))  # stable: parents before children on ties
         gains = [float(reach[i]) for i in order]
         if self.budget is not None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from specmix import ConfigurationError, Drafter, Marginals, Method, Proposal, hookimpl
-from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers, target_fingerprint
+from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers
 
 TRAIN_HINT = "train one with `specmix train diffusion --target MODEL --out DIR` and pass -o drafter.weights=DIR"
 PACKAGED = Path(__file__).parent / "drafters"
@@ -43,7 +43,7 @@ class DiffusionDrafter(Drafter):
 
     def attach(self, target):
         model = target.model
-        fingerprint = target_fingerprint(model)
+        fingerprint = target.fingerprint
         if self.random_layers:
             hidden = model.config.hidden_size
             head_dim = 64 if hidden % 64 == 0 else hidden

@@ -39,7 +39,7 @@ class DrafterConfig:
     rope_theta: float = 10000.0
     rms_eps: float = 1e-5
     target: str = ""
-    """A fingerprint of the target the drafter was trained for (see :func:`target_fingerprint`)."""
+    """A fingerprint of the target the drafter was trained for (see :func:`specmix.target.fingerprint`)."""
 
     def to_json(self) -> str:
         return json.dumps(attrs.asdict(self), indent=1)
@@ -47,14 +47,6 @@ class DrafterConfig:
     @classmethod
     def from_file(cls, path: Path) -> DrafterConfig:
         return cls(**json.loads(Path(path).read_text()))
-
-
-def target_fingerprint(model) -> str:
-    """What must match between a drafter and its target: architecture, sizes and the embedding's values."""
-    config = model.config
-    embedding = model.get_input_embeddings().weight
-    probe = float(embedding.detach()[:: max(1, embedding.shape[0] // 64)].double().sum())
-    return f"{config.model_type}-{config.num_hidden_layers}x{config.hidden_size}-v{config.vocab_size}-{probe:.6e}"
 
 
 class RMSNorm(nn.Module):

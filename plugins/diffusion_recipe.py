@@ -15,7 +15,8 @@ import torch
 
 from specmix import Decoder, DecodeSettings, Registry, hookimpl
 from specmix.loading import load_model
-from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers, target_fingerprint
+from specmix.target import fingerprint
+from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers
 from specmix.plugins.diffusion_training import Example, TrainSettings, train
 from specmix.plugins.training_prompts import training_prompts
 from specmix.text import encode
@@ -111,7 +112,7 @@ class DiffusionTrainer:
         config = DrafterConfig(hidden_size=hidden, num_layers=args.layers, num_heads=hidden // head_dim,
                                head_dim=head_dim, intermediate_size=model.config.intermediate_size,
                                taps=tapped_layers(model.config.num_hidden_layers, args.layers),
-                               block_size=args.block_size, target=target_fingerprint(model))
+                               block_size=args.block_size, target=fingerprint(model))
         torch.manual_seed(args.seed)
         net = BlockDrafter(config)
         settings = TrainSettings(steps=args.steps, lr=args.lr, anchors=args.anchors, seed=args.seed)

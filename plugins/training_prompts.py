@@ -49,6 +49,17 @@ TEMPLATES = (
     "Write a persuasive paragraph on why people should care about {topic}.",
 )
 
+# Phrasings the diffusion drafter never trained on: the scorer learns from the drafter's
+# behaviour on text it has not memorised, as at inference.
+SCORER_TEMPLATES = (
+    "Tell me something surprising about {topic}.",
+    "How would you explain {topic} to someone from the year 1800?",
+    "Draft a short blog post introduction about {topic}.",
+    "What questions should a beginner ask about {topic}? Answer two of them.",
+    "Write a dialogue between two friends discussing {topic}.",
+    "Give a numbered checklist for getting started with {topic}.",
+)
+
 
 def topics() -> list[str]:
     return [t.strip() for t in TOPICS.replace("\n", " ").split(";") if t.strip()]
@@ -78,10 +89,10 @@ def benchmark_shingles(exclude: Iterable[Path]) -> set[tuple[str, ...]]:
     return shingles
 
 
-def training_prompts(count: int, seed: int = 0, exclude: Iterable[Path] = ()) -> list[str]:
+def training_prompts(count: int, seed: int = 0, exclude: Iterable[Path] = (), templates=TEMPLATES) -> list[str]:
     """``count`` distinct prompts (at most topics × templates), shuffled, none overlapping a benchmark."""
     banned = benchmark_shingles(exclude)
-    prompts = [template.format(topic=topic) for topic in topics() for template in TEMPLATES]
+    prompts = [template.format(topic=topic) for topic in topics() for template in templates]
     prompts = [p for p in prompts if not (_shingles(p) & banned)]
     random.Random(seed).shuffle(prompts)
     return prompts[:count]

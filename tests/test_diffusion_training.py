@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers, target_fingerprint
+from specmix.target import fingerprint
+from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers
 from specmix.plugins.diffusion_training import Example, TrainSettings, learning_rate, train
 from specmix.settings import DecodeSettings
 from specmix.testing import reference_greedy, tiny_model
@@ -19,7 +20,7 @@ def _examples(model, count=6):
 
 def _net(model):
     config = DrafterConfig(hidden_size=16, num_layers=1, num_heads=2, head_dim=8, intermediate_size=32,
-                           taps=tapped_layers(2, 1), block_size=4, target=target_fingerprint(model))
+                           taps=tapped_layers(2, 1), block_size=4, target=fingerprint(model))
     torch.manual_seed(0)
     return BlockDrafter(config).to(torch.float64)
 

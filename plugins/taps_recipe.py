@@ -1,0 +1,159 @@
+"""``specmix train scorer``: traces of fully verified candidate trees → the TAPS scorer → an offline comparison.
+
+Stages write into ``--out`` and are skipped or continued when their output exists, so an
+interrupted run resumes when the same command runs again.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import attrs
+import torch
+
+from specmix import Decoder, DecodeSettings, Registry, hookimpl
+from specmix.composition import Slot
+from specmix.cost import cost_curve_for
+from specmix.loading import load_model
+from specmix.plugins.taps_scorer import Scorer, ScorerConfig, log_reach
+from specmix.plugins.taps_training import RecordingVerifier, labels, train_scorer
+from specmix.plugins.training_prompts import SCORER_TEMPLATES, training_prompts
+from specmix.target import fingerprint
+from specmix.text import encode
+
+# What the candidate trees come from, per drafter: a wide pool for marginal drafters, the drafter's own tree otherwise.
+BUILDERS = {"diffusion": ("pool", {"nodes": 64}), "ptd": ("drafted", {})}
+
+
+def _log(message: str) -> None:
+    print(f"specmix train scorer: {message}", file=sys.stderr, flush=True)
+
+
+def collect_traces(model, tokenizer, drafter: str, drafter_options: dict, prompts: list[str], directory: Path,
+                   max_new_tokens: int) -> None:
+    """Greedy generations whose every candidate tree is verified whole; one file of traces per prompt (resumable)."""
+    from tqdm.auto import tqdm
+
+    builder, builder_options = BUILDERS.get(drafter, ("pool", {"nodes": 64}))
+    registry = Registry.load()
+    composition = registry.compose(drafter=drafter, builder=builder, selector="all", verifier="tree",
+                                   options={"drafter": drafter_options, "builder": builder_options})
+    directory.mkdir(parents=True, exist_ok=True)
+    done = len(list(directory.glob("*.pt")))
+    for index in tqdm(range(done, len(prompts)), initial=done, total=len(prompts), desc="traces", unit="prompt"):
+        recorded = []
+        verifier = composition.verifier
+        recording = attrs.evolve(composition, verifier=Slot("verifier", verifier.name, verifier.plugin,
+                                                             RecordingVerifier(verifier.component, recorded.append)))
+        decoder = Decoder(model, recording, tokenizer=tokenizer)
+        decoder.generate(encode(tokenizer, prompts[index]), DecodeSettings(max_new_tokens=max_new_tokens))
+        torch.save(recorded, directory / f"{index:05d}.pt")
+
+
+def load_traces(directory: Path) -> list[list]:
+    """The traces of each prompt, in prompt order."""
+    return [torch.load(path, weights_only=False) for path in sorted(directory.glob("*.pt"))]
+
+
+def offline_rate(traces, reach_of, cost) -> dict:
+    """Tokens per second if each trace's tree had been cut by ``reach_of`` and the cost curve (greedy labels)."""
+    tokens = seconds = nodes = 0.0
+    for item in traces:
+        reach = reach_of(item)
+        order = sorted(range(1, len(reach)), key=lambda i: -float(reach[i]))
+        count = cost.best_size([float(reach[i]) for i in order])
+        kept = {0, *order[:count]}
+        parents, matches = item.inputs.parents.tolist(), item.argmax_child.tolist()
+        accepted = [False] * len(parents)
+        accepted[0] = True
+        for node in range(1, len(parents)):
+            accepted[node] = node in kept and accepted[parents[node]] and matches[node]
+        tokens += 1 + sum(accepted[1:])
+        seconds += cost.time(1 + count)
+        nodes += count
+    return {"tokens_per_s": tokens / seconds, "tau": tokens / len(traces), "nodes": nodes / len(traces)}
+
+
+class ScorerTrainer:
+    description = "train a TAPS path-acceptance scorer for a target and drafter on fully verified candidate trees"
+
+    def add_arguments(self, parser):
+        parser.add_argument("--target", help="HF id, directory or .gguf (default: the embedded default model)")
+        parser.add_argument("--drafter", default="diffusion", help="the drafter whose trees to score (diffusion, ptd, ...)")
+        parser.add_argument("--drafter-weights", help="the drafter's weights directory (default: the shipped one)")
+        parser.add_argument("--out", required=True, help="output directory (resumable)")
+        parser.add_argument("--cache-dir")
+        parser.add_argument("--prompts", type=int, default=160, help="prompts to trace (default 160)")
+        parser.add_argument("--held-out", type=int, default=16, help="prompts whose traces only evaluate")
+        parser.add_argument("--exclude", action="append", default=[], type=Path,
+                            help="benchmark prompt files (.jsonl) no prompt may overlap (repeatable)")
+        parser.add_argument("--max-new-tokens", type=int, default=96)
+        parser.add_argument("--labels", choices=("argmax", "probs"), default="argmax",
+                            help="argmax labels (greedy decoding) or the target's probabilities (sampling)")
+        parser.add_argument("--epochs", type=int, default=6)
+        parser.add_argument("--seed", type=int, default=0)
+
+    def run(self, args) -> int:
+        from tqdm.auto import tqdm
+
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        model, tokenizer = load_model(args.target, cache=args.cache_dir)
+        started = time.perf_counter()
+        prompts_path = out / "prompts.json"
+        if not prompts_path.exists():
+            chosen = training_prompts(args.prompts, args.seed, args.exclude, templates=SCORER_TEMPLATES)
+            prompts_path.write_text(json.dumps(chosen, indent=0))
+        prompts = json.loads(prompts_path.read_text())
+        drafter_options = {"weights": args.drafter_weights} if args.drafter_weights else {}
+        collect_traces(model, tokenizer, args.drafter, drafter_options, prompts, out / "traces", args.max_new_tokens)
+        per_prompt = load_traces(out / "traces")
+        training = [item for items in per_prompt[: -args.held_out] for item in items]
+        held_out = [item for items in per_prompt[-args.held_out:] for item in items]
+        _log(f"{len(training)} training trees, {sum(t.inputs.tokens.shape[0] for t in training)} nodes; "
+             f"{len(held_out)} held out")
+
+        embedding = model.get_input_embeddings()
+        features = next((t.inputs.child_features for t in training if t.inputs.child_features is not None), None)
+        config = ScorerConfig(embed_dim=embedding.weight.shape[1], feature_dim=0 if features is None else features.shape[-1],
+                              drafter=args.drafter, labels=args.labels, target=fingerprint(model))
+        torch.manual_seed(args.seed)
+        scorer = Scorer(config)
+        with tqdm(desc="training", unit="step") as bar:
+            def progress(step, total, loss):
+                bar.total, bar.n = total, step + 1
+                bar.set_postfix(loss=f"{loss:.3f}")
+                bar.refresh()
+
+            losses = train_scorer(scorer, embedding, training, args.labels, args.epochs, seed=args.seed,
+                                  checkpoint=out / "checkpoint.pt", progress=progress)
+        scorer.save(out)
+
+        cost = cost_curve_for(Decoder(model, Registry.load().compose("vanilla")).target)
+        with torch.no_grad():
+            def learned(item):
+                inputs = item.inputs
+                if inputs.child_features is not None:
+                    inputs = attrs.evolve(inputs, child_features=inputs.child_features.float(),
+                                          slot_features=inputs.slot_features.float())
+                return log_reach(scorer.conditional_logprobs(inputs, embedding)[0], inputs.parents).exp()
+
+            report = {
+                "learned": offline_rate(held_out, learned, cost),
+                "draft_product": offline_rate(held_out, lambda item: item.inputs.edge_stats[:, 1].double().exp(), cost),
+                "label_mean": float(torch.cat([labels(t, args.labels)[1:] for t in held_out]).mean()),
+            }
+        report.update(final_loss=sum(losses[-20:]) / max(1, len(losses[-20:])), trees=len(training),
+                      seconds_this_run=time.perf_counter() - started)
+        (out / "eval.json").write_text(json.dumps(report, indent=1))
+        _log(f"held-out offline tokens/s: learned {report['learned']['tokens_per_s']:.1f}, "
+             f"draft product {report['draft_product']['tokens_per_s']:.1f}; scorer saved in {out}")
+        return 0
+
+
+@hookimpl
+def register_trainers(register):
+    register("scorer", ScorerTrainer())
