@@ -1,13 +1,13 @@
-"""The target model, driven only through its public forward: explicit positions, a 4D additive mask, a DynamicCache."""
+"""The target model, driven only through its public forward: explicit positions, a 4D additive mask, a cache object."""
 
 from __future__ import annotations
 
 import inspect
 
 import torch
-from transformers import DynamicCache
 
 from specmix.errors import ConfigurationError
+from specmix.kv_cache import PreallocatedCache
 
 
 def _ids(value) -> tuple[int, ...]:
@@ -47,7 +47,7 @@ class Target:
         parameters = inspect.signature(model.forward).parameters
         self._cache_keyword = "cache" if "cache" in parameters else "past_key_values"
         self._can_skip_logits = "logits_to_keep" in parameters
-        self.cache = DynamicCache()
+        self.cache = PreallocatedCache()
         self._pending = 0
 
     @property
@@ -68,7 +68,7 @@ class Target:
         return self.cache.get_seq_length()
 
     def reset(self) -> None:
-        self.cache = DynamicCache()
+        self.cache = PreallocatedCache()
         self._pending = 0
 
     def check_layers(self, layers: tuple[int, ...]) -> None:
@@ -113,16 +113,11 @@ class Target:
         return hidden
 
     def compact(self, keep: torch.Tensor) -> None:
-        """Keep, of the tokens the last ``forward`` appended, those at indices ``keep`` (in that order)."""
+        """Keep, of the tokens the last ``forward`` appended, those at indices ``keep`` (ascending), in place."""
         appended, self._pending = self._pending, 0
         kept = keep.shape[0]
         if bool((keep == torch.arange(kept, device=keep.device)).all()):
             if appended > kept:
                 self.cache.crop(kept - appended)
             return
-        past = self.length - appended
-        index = (keep.to(self.device) + past)
-        gathered = [(layer.keys.index_select(-2, index), layer.values.index_select(-2, index)) for layer in self.cache.layers]
-        self.cache.crop(-appended)
-        for layer_index, (keys, values) in enumerate(gathered):
-            self.cache.update(keys, values, layer_index)
+        self.cache.keep_last(appended, keep)

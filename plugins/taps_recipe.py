@@ -93,7 +93,7 @@ class ScorerTrainer:
         parser.add_argument("--max-new-tokens", type=int, default=96)
         parser.add_argument("--labels", choices=("argmax", "probs"), default="argmax",
                             help="argmax labels (greedy decoding) or the target's probabilities (sampling)")
-        parser.add_argument("--epochs", type=int, default=6)
+        parser.add_argument("--epochs", type=int, default=30)
         parser.add_argument("--seed", type=int, default=0)
 
     def run(self, args) -> int:

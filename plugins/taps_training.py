@@ -5,7 +5,7 @@ what the target did at every node: its argmax and the probability it gives each 
 Labels come in two kinds: ``argmax`` (the target continues with its argmax; for greedy
 decoding) and ``probs`` (the target's probabilities; for sampling). The loss is, per
 parent, the KL divergence from the label distribution over {children, other} to the
-scorer's, plus binary cross-entropy on each node's reach probability.
+scorer's, plus half the binary cross-entropy on each node's reach probability.
 """
 
 from __future__ import annotations
@@ -99,14 +99,14 @@ def trace_loss(scorer: Scorer, embedding, item: Trace, kind: str) -> torch.Tenso
     reach_label = differentiable_log_reach(torch.log(target.clamp_min(1e-12)), ancestors(inputs.parents)).exp()
     reach = differentiable_log_reach(child, ancestors(inputs.parents)).exp().clamp(1e-6, 1 - 1e-6)
     bce = F.binary_cross_entropy(reach[1:], reach_label[1:].clamp(0, 1))
-    return kl[has_children].mean() + bce
+    return kl[has_children].mean() + 0.5 * bce
 
 
-def train_scorer(scorer: Scorer, embedding, traces: Sequence[Trace], kind: str, epochs: int, lr: float = 2e-3,
+def train_scorer(scorer: Scorer, embedding, traces: Sequence[Trace], kind: str, epochs: int, lr: float = 3e-3,
                  batch: int = 16, seed: int = 0, checkpoint: Path | None = None, progress=None) -> list[float]:
-    """Adam over shuffled traces, ``batch`` traces per step, resuming from ``checkpoint`` if it exists."""
+    """AdamW over shuffled traces, ``batch`` traces per step, cosine-decayed, resuming from ``checkpoint`` if it exists."""
     embedding.requires_grad_(False)
-    optimizer = torch.optim.Adam(scorer.parameters(), lr=lr)
+    optimizer = torch.optim.AdamW(scorer.parameters(), lr=lr, weight_decay=0.01)
     steps_per_epoch = max(1, len(traces) // batch)
     total = epochs * steps_per_epoch
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, total)

@@ -141,3 +141,21 @@ def test_the_diffusion_recipe_runs_end_to_end_and_resumes(tmp_path):
     assert main(arguments) == 0  # everything done already: nothing is generated or trained again
     assert (out / "responses.jsonl").read_text() == responses
     assert torch.load(out / "checkpoint.pt", weights_only=False)["step"] == 8
+
+
+def test_the_scorer_recipe_traces_trains_compares_and_resumes(tmp_path, default):
+    out = tmp_path / "scorer"
+    arguments = ["train", "scorer", "--out", str(out), "--prompts", "3", "--held-out", "1", "--max-new-tokens", "10",
+                 "--epochs", "2"]
+    assert main(arguments) == 0
+    assert len(list((out / "traces").glob("*.pt"))) == 3
+    report = json.loads((out / "eval.json").read_text())
+    assert report["learned"]["tau"] >= 1 and report["draft_product"]["tau"] >= 1
+    traces = sorted(p.stat().st_mtime_ns for p in (out / "traces").glob("*.pt"))
+    assert main(arguments) == 0  # resumed: no prompt traced again
+    assert sorted(p.stat().st_mtime_ns for p in (out / "traces").glob("*.pt")) == traces
+    model, tokenizer = default
+    decoder = Decoder(model, Registry.load().compose("taps", options={"selector": {"weights": str(out)}}),
+                      tokenizer=tokenizer)
+    ids = encode(tokenizer, "Count from one to ten.")
+    assert list(decoder.generate(ids, DecodeSettings(max_new_tokens=20)).tokens) == _hf_greedy(model, ids, 20)

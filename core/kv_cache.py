@@ -1,0 +1,84 @@
+"""A key/value cache that writes into preallocated buffers and compacts in place.
+
+HF's ``DynamicCache`` concatenates on every forward, copying the whole cache each step,
+and compaction would copy it again. Here each layer owns buffers with spare room: a
+forward writes its new entries after the last one, rejected tree nodes are dropped by
+moving a length back, and accepted ones are moved down over them. The model sees views
+of the filled part through the public ``Cache`` interface.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers.cache_utils import Cache, DynamicLayer
+
+GROWTH = 256  # tokens of room added at a time; a buffer grows by doubling past that
+
+
+class PreallocatedLayer(DynamicLayer):
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        self.device = key_states.device
+        self._keys = key_states.new_empty(*key_states.shape[:-2], GROWTH, key_states.shape[-1])
+        self._values = value_states.new_empty(*value_states.shape[:-2], GROWTH, value_states.shape[-1])
+        self.length = 0
+        self.is_initialized = True
+        self._expose()
+
+    def _expose(self) -> None:
+        self.keys, self.values = self._keys[..., : self.length, :], self._values[..., : self.length, :]
+
+    def _reserve(self, length: int) -> None:
+        capacity = self._keys.shape[-2]
+        if length <= capacity:
+            return
+        capacity = max(length, 2 * capacity)
+        for name in ("_keys", "_values"):
+            old = getattr(self, name)
+            new = old.new_empty(*old.shape[:-2], capacity, old.shape[-1])
+            new[..., : self.length, :] = old[..., : self.length, :]
+            setattr(self, name, new)
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        count = key_states.shape[-2]
+        self._reserve(self.length + count)
+        self._keys[..., self.length: self.length + count, :] = key_states
+        self._values[..., self.length: self.length + count, :] = value_states
+        self.length += count
+        self._expose()
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.length if self.is_initialized else 0
+
+    def crop(self, tokens_to_remove: int) -> None:
+        if tokens_to_remove > 0:
+            raise ValueError("crop takes the negative number of tokens to remove")
+        if self.is_initialized and tokens_to_remove:
+            self.length = max(0, self.length + tokens_to_remove)
+            self._expose()
+
+    def keep_last(self, appended: int, keep: torch.Tensor) -> None:
+        """Of the last ``appended`` entries, keep those at ``keep`` (sorted ascending), moved down in place."""
+        past = self.length - appended
+        index = keep.to(self._keys.device) + past
+        for buffer in (self._keys, self._values):
+            # index_select copies first, so overlapping source and destination are safe.
+            buffer[..., past: past + index.shape[0], :] = buffer.index_select(-2, index)
+        self.length = past + index.shape[0]
+        self._expose()
+
+    def reset(self) -> None:
+        self.length = 0
+        super().reset()
+
+
+class PreallocatedCache(Cache):
+    def __init__(self):
+        super().__init__(layer_class_to_replicate=PreallocatedLayer)
+
+    def keep_last(self, appended: int, keep: torch.Tensor) -> None:
+        """Keep, of the last ``appended`` entries of every layer, those at ``keep``."""
+        for layer in self.layers:
+            layer.keep_last(appended, keep)
