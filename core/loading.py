@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from specmix.attention import default_backend
 from specmix.errors import ConfigurationError
 from specmix.paths import cache_dir
 
@@ -79,8 +80,12 @@ def _plain_copy(model, tokenizer):
 
 
 def load_model(model: str | os.PathLike | None = None, *, dtype: str | torch.dtype = "float32",
-               cache: str | os.PathLike | None = None, device: str | None = None):
-    """``(model, tokenizer)`` for an HF id, a local directory, a ``.gguf`` file, or None for the default model."""
+               cache: str | os.PathLike | None = None, device: str | None = None, attention: str | None = None):
+    """``(model, tokenizer)`` for an HF id, a local directory, a ``.gguf`` file, or None for the default model.
+
+    ``attention`` is the model's attention backend (``sdpa``, ``flex_attention``, ``eager``);
+    by default FlexAttention on CUDA and SDPA elsewhere.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
@@ -92,14 +97,15 @@ def load_model(model: str | os.PathLike | None = None, *, dtype: str | torch.dty
         if source.is_dir() and not (source / "config.json").exists():
             ggufs = sorted(source.glob("*.gguf"))
             if len(ggufs) == 1:
-                return _placed(*_load_gguf(ggufs[0], dtype), device)
+                return _placed(*_load_gguf(ggufs[0], dtype), device, attention)
             raise ConfigurationError(f"{source} holds no config.json and not exactly one .gguf file")
         loaded = AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
         tokenizer = AutoTokenizer.from_pretrained(name)
-    return _placed(loaded, tokenizer, device)
+    return _placed(loaded, tokenizer, device, attention)
 
 
-def _placed(model, tokenizer, device):
+def _placed(model, tokenizer, device, attention):
     if device is not None:
         model = model.to(device)
+    model.set_attn_implementation(attention or default_backend(model.device))
     return model.eval(), tokenizer

@@ -6,6 +6,7 @@ import inspect
 
 import torch
 
+from specmix.attention import tree_mask
 from specmix.errors import ConfigurationError
 from specmix.kv_cache import PreallocatedCache
 
@@ -85,8 +86,7 @@ class Target:
         which spares the LM head over a long prompt) and the hidden states ``{layer: [T, D]}``.
         """
         past, count = self.length, ids.shape[0]
-        mask = torch.zeros(1, 1, count, past + count, dtype=self.dtype, device=self.device)
-        mask[0, 0, :, past:].masked_fill_(~visible.to(self.device), torch.finfo(self.dtype).min)
+        mask = tree_mask(self.model, visible, past)
         out = self.model(
             input_ids=ids.to(self.device)[None],
             position_ids=positions.to(self.device)[None],

@@ -1,0 +1,49 @@
+"""Tree-attention masks in the form the model's attention backend takes.
+
+SDPA (and eager attention) take a 4D additive mask; FlexAttention takes a ``BlockMask``
+built from the same visibility rule, so whole blocks of the cache that every query sees
+are skipped without reading a mask. FlexAttention is the default on CUDA, where it is
+compiled; on CPU SDPA with an additive mask is faster at these sizes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+FLEX = "flex_attention"
+
+
+def default_backend(device: torch.device | str | None) -> str:
+    return FLEX if device is not None and torch.device(device).type == "cuda" else "sdpa"
+
+
+def backend_of(model) -> str:
+    return getattr(model.config, "_attn_implementation", None) or "sdpa"
+
+
+def additive_mask(visible: torch.Tensor, past: int, dtype: torch.dtype, device) -> torch.Tensor:
+    """``[1, 1, T, past + T]``: 0 where a new token may attend (the whole cache and ``visible``), the dtype's minimum elsewhere."""
+    count = visible.shape[0]
+    mask = torch.zeros(1, 1, count, past + count, dtype=dtype, device=device)
+    mask[0, 0, :, past:].masked_fill_(~visible.to(device), torch.finfo(dtype).min)
+    return mask
+
+
+def block_mask(visible: torch.Tensor, past: int, device):
+    """The same rule as a FlexAttention ``BlockMask`` over ``T`` queries and ``past + T`` keys."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    count = visible.shape[0]
+    full = torch.cat([torch.ones(count, past, dtype=torch.bool), visible.cpu()], dim=1).to(device)
+
+    def mask_mod(batch, head, query, key):
+        return full[query, key]
+
+    return create_block_mask(mask_mod, 1, None, count, past + count, device=device)
+
+
+def tree_mask(model, visible: torch.Tensor, past: int):
+    """The mask for ``model``'s attention backend."""
+    if backend_of(model) == FLEX:
+        return block_mask(visible, past, model.device)
+    return additive_mask(visible, past, model.dtype, model.device)
