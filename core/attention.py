@@ -22,7 +22,7 @@ def backend_of(model) -> str:
 
 
 def additive_mask(visible: torch.Tensor, past: int, dtype: torch.dtype, device) -> torch.Tensor:
-    """``[1, 1, T, past + T]``: 0 where a new token may attend (the whole cache and ``visible``), the dtype's minimum elsewhere."""
+    """``[1, 1, T, past + T]``: 0 where a token may attend (all the cache, and ``visible``), the dtype's minimum elsewhere."""
     count = visible.shape[0]
     mask = torch.zeros(1, 1, count, past + count, dtype=dtype, device=device)
     mask[0, 0, :, past:].masked_fill_(~visible.to(device), torch.finfo(dtype).min)

@@ -15,10 +15,10 @@ import torch
 
 from specmix import Decoder, DecodeSettings, Registry, hookimpl
 from specmix.loading import load_model
-from specmix.target import fingerprint
 from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers
 from specmix.plugins.diffusion_training import Example, TrainSettings, train
 from specmix.plugins.training_prompts import training_prompts
+from specmix.target import fingerprint
 from specmix.text import encode
 
 

@@ -136,7 +136,8 @@ class Scorer(nn.Module):
         children = torch.arange(1, len(inputs.tokens))
         top = other_logits.detach().clone()
         top = top.scatter_reduce(0, parents[children], child_logits.detach()[children], "amax")
-        total = (other_logits - top).exp().index_add(0, parents[children], (child_logits[children] - top[parents[children]]).exp())
+        shifted = (child_logits[children] - top[parents[children]]).exp()
+        total = (other_logits - top).exp().index_add(0, parents[children], shifted)
         log_normaliser = top + total.log()
         child = child_logits - log_normaliser[parents]
         child = torch.cat([child.new_zeros(1), child[1:]])

@@ -1,10 +1,10 @@
 import pytest
 import torch
 
-from specmix.target import fingerprint
 from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers
 from specmix.plugins.diffusion_training import Example, TrainSettings, learning_rate, train
 from specmix.settings import DecodeSettings
+from specmix.target import fingerprint
 from specmix.testing import reference_greedy, tiny_model
 
 

@@ -15,8 +15,8 @@ VOCAB = 12
 
 
 @st.composite
-def marginals(draw, depth=st.integers(1, 5)):
-    depth, width = draw(depth), draw(st.integers(1, 4))
+def marginals(draw):
+    depth, width = draw(st.integers(1, 5)), draw(st.integers(1, 4))
     ids, logprobs = [], []
     for _ in range(depth):
         ids.append(draw(st.permutations(range(VOCAB)))[:width])
