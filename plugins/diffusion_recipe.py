@@ -17,7 +17,7 @@ from specmix import Decoder, DecodeSettings, Registry, hookimpl
 from specmix.loading import load_model
 from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers
 from specmix.plugins.diffusion_training import Example, TrainSettings, train
-from specmix.plugins.training_prompts import training_prompts
+from specmix.plugins.training_prompts import stored_prompts
 from specmix.target import fingerprint
 from specmix.text import encode
 
@@ -94,11 +94,8 @@ class DiffusionTrainer:
         model, tokenizer = load_model(args.target, cache=args.cache_dir)
         started = time.perf_counter()
 
-        prompts_path = out / "prompts.json"
-        if not prompts_path.exists():
-            prompts_path.write_text(json.dumps(training_prompts(args.prompts, args.seed, args.exclude), indent=0))
-        prompts = json.loads(prompts_path.read_text())
-        _log(f"{len(prompts)} prompts ({prompts_path})")
+        prompts = stored_prompts(out / "prompts.json", args.prompts, args.seed, args.exclude)
+        _log(f"{len(prompts)} prompts ({out / 'prompts.json'})")
 
         responses = out / "responses.jsonl"
         generate_responses(model, tokenizer, prompts, responses, args.max_new_tokens, args.batch_size)

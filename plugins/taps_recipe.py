@@ -20,7 +20,7 @@ from specmix.cost import cost_curve_for
 from specmix.loading import load_model
 from specmix.plugins.taps_scorer import Scorer, ScorerConfig, log_reach
 from specmix.plugins.taps_training import RecordingVerifier, labels, train_scorer
-from specmix.plugins.training_prompts import SCORER_TEMPLATES, training_prompts
+from specmix.plugins.training_prompts import SCORER_TEMPLATES, stored_prompts
 from specmix.target import fingerprint
 from specmix.text import encode
 
@@ -103,11 +103,7 @@ class ScorerTrainer:
         out.mkdir(parents=True, exist_ok=True)
         model, tokenizer = load_model(args.target, cache=args.cache_dir)
         started = time.perf_counter()
-        prompts_path = out / "prompts.json"
-        if not prompts_path.exists():
-            chosen = training_prompts(args.prompts, args.seed, args.exclude, templates=SCORER_TEMPLATES)
-            prompts_path.write_text(json.dumps(chosen, indent=0))
-        prompts = json.loads(prompts_path.read_text())
+        prompts = stored_prompts(out / "prompts.json", args.prompts, args.seed, args.exclude, SCORER_TEMPLATES)
         drafter_options = {"weights": args.drafter_weights} if args.drafter_weights else {}
         collect_traces(model, tokenizer, args.drafter, drafter_options, prompts, out / "traces", args.max_new_tokens)
         per_prompt = load_traces(out / "traces")

@@ -96,3 +96,11 @@ def training_prompts(count: int, seed: int = 0, exclude: Iterable[Path] = (), te
     prompts = [p for p in prompts if not (_shingles(p) & banned)]
     random.Random(seed).shuffle(prompts)
     return prompts[:count]
+
+
+def stored_prompts(path: Path, count: int, seed: int, exclude: Iterable[Path], templates=TEMPLATES) -> list[str]:
+    """The prompt set of a resumable recipe: made once and written to ``path``, read back on every later run."""
+    path = Path(path)
+    if not path.exists():
+        path.write_text(json.dumps(training_prompts(count, seed, exclude, templates), indent=0))
+    return json.loads(path.read_text())
