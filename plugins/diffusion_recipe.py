@@ -78,7 +78,7 @@ class DiffusionTrainer:
         parser.add_argument("--exclude", action="append", default=[], type=Path,
                             help="benchmark prompt files (.jsonl) no training prompt may overlap (repeatable)")
         parser.add_argument("--max-new-tokens", type=int, default=256)
-        parser.add_argument("--batch-size", type=int, default=8)
+        parser.add_argument("--batch-size", type=int, default=32)
         parser.add_argument("--layers", type=int, default=1)
         parser.add_argument("--block-size", type=int, default=16)
         parser.add_argument("--steps", type=int, default=6000)

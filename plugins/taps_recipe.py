@@ -86,11 +86,11 @@ class ScorerTrainer:
         parser.add_argument("--drafter-weights", help="the drafter's weights directory (default: the shipped one)")
         parser.add_argument("--out", required=True, help="output directory (resumable)")
         parser.add_argument("--cache-dir")
-        parser.add_argument("--prompts", type=int, default=160, help="prompts to trace (default 160)")
-        parser.add_argument("--held-out", type=int, default=16, help="prompts whose traces only evaluate")
+        parser.add_argument("--prompts", type=int, default=80, help="prompts to trace (default 80)")
+        parser.add_argument("--held-out", type=int, default=8, help="prompts whose traces only evaluate")
         parser.add_argument("--exclude", action="append", default=[], type=Path,
                             help="benchmark prompt files (.jsonl) no prompt may overlap (repeatable)")
-        parser.add_argument("--max-new-tokens", type=int, default=96)
+        parser.add_argument("--max-new-tokens", type=int, default=64)
         parser.add_argument("--labels", choices=("argmax", "probs"), default="argmax",
                             help="argmax labels (greedy decoding) or the target's probabilities (sampling)")
         parser.add_argument("--epochs", type=int, default=30)
