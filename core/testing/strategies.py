@@ -13,7 +13,7 @@ from specmix.testing.properties import GreedyCase
 
 PROFILE_VARIABLE = "SPECMIX_HYPOTHESIS_PROFILE"
 PROFILES = {
-    "ci": dict(max_examples=50, derandomize=True),
+    "ci": dict(max_examples=25, derandomize=True),
     "dev": dict(max_examples=8),
     "thorough": dict(max_examples=300),
 }
