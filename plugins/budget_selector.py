@@ -3,6 +3,7 @@
 import torch
 
 from specmix import ConfigurationError, Selector, hookimpl
+from specmix.selection import most_reached
 
 
 class BudgetSelector(Selector):
@@ -23,8 +24,7 @@ class BudgetSelector(Selector):
         self.budget, self.prior = budget, prior
         self.consumes = frozenset() if budget is not None else frozenset({"cost-curve"})
 
-    def reach(self, tree, proposal) -> torch.Tensor:
-        """Each node's chance of being accepted, ``[N]`` (1 at the root); subclasses may learn it."""
+    def reach(self, tree) -> torch.Tensor:
         cumulative = tree.cumulative_logprobs()
         if cumulative is not None:
             return cumulative.exp()
@@ -37,15 +37,8 @@ class BudgetSelector(Selector):
     def select(self, tree, proposal, ctx):
         if tree.size == 1:
             return tree
-        reach = self.reach(tree, proposal)[1:]
-        order = sorted(range(len(reach)), key=lambda i: -float(reach[i]))  # stable: parents before children on ties
-        gains = [float(reach[i]) for i in order]
-        if self.budget is not None:
-            count = min(self.budget, len(gains))
-        else:
-            riders = 0 if proposal.riders is None else proposal.riders.count
-            count = ctx.cost.best_size(gains, extra_tokens=riders)
-        return tree.subtree([0, *(i + 1 for i in order[:count])])
+        riders = 0 if proposal.riders is None else proposal.riders.count
+        return tree.subtree(most_reached(self.reach(tree).tolist(), ctx.cost, self.budget, riders))
 
 
 @hookimpl

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import torch
 
-from specmix import ConfigurationError, Method, hookimpl
-from specmix.plugins.budget_selector import BudgetSelector
+from specmix import ConfigurationError, Method, Selector, hookimpl
 from specmix.plugins.taps_scorer import Scorer, ScorerConfig, edge_inputs, log_reach
+from specmix.selection import most_reached
 
 PACKAGED = Path(__file__).parent / "scorers"
 TRAIN_HINT = "train one with `specmix train scorer --target MODEL --drafter NAME` and pass -o selector.weights=DIR"
@@ -22,7 +22,7 @@ def _packaged_for(fingerprint: str, drafter: str) -> Path | None:
     return None
 
 
-class LearnedSelector(BudgetSelector):
+class LearnedSelector(Selector):
     """Keeps the nodes the scorer thinks the target will reach, as many as pay for themselves.
 
     A node's reach is the product, down its path, of the scorer's chance that the target
@@ -41,7 +41,10 @@ class LearnedSelector(BudgetSelector):
 
     def __init__(self, weights: str | None = None, drafter: str = "diffusion", budget: int | None = None,
                  random_init: bool = False, seed: int = 0):
-        super().__init__(budget=budget)
+        if budget is not None and budget < 0:
+            raise ConfigurationError(f"budget must be >= 0 nodes, got {budget}")
+        self.budget = budget
+        self.consumes = frozenset() if budget is not None else frozenset({"cost-curve"})
         self.weights, self.drafter, self.random_init, self.seed = weights, drafter, random_init, seed
 
     def attach(self, target):
@@ -59,6 +62,12 @@ class LearnedSelector(BudgetSelector):
             raise ConfigurationError(f"the scorer in {directory} was trained for {config.target}, "
                                      f"not this target ({target.fingerprint}); {TRAIN_HINT}")
         self.scorer = Scorer.load(directory)
+
+    def select(self, tree, proposal, ctx):
+        if tree.size == 1:
+            return tree
+        riders = 0 if proposal.riders is None else proposal.riders.count
+        return tree.subtree(most_reached(self.reach(tree, proposal).tolist(), ctx.cost, self.budget, riders))
 
     @torch.no_grad()
     def reach(self, tree, proposal) -> torch.Tensor:

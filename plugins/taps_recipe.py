@@ -21,6 +21,7 @@ from specmix.loading import load_model
 from specmix.plugins.taps_scorer import Scorer, ScorerConfig, log_reach
 from specmix.plugins.taps_training import RecordingVerifier, labels, train_scorer
 from specmix.plugins.training_prompts import SCORER_TEMPLATES, stored_prompts
+from specmix.selection import most_reached
 from specmix.target import fingerprint
 from specmix.text import encode
 
@@ -62,10 +63,8 @@ def offline_rate(traces, reach_of, cost) -> dict:
     """Tokens per second if each trace's tree had been cut by ``reach_of`` and the cost curve (greedy labels)."""
     tokens = seconds = nodes = 0.0
     for item in traces:
-        reach = reach_of(item)
-        order = sorted(range(1, len(reach)), key=lambda i: -float(reach[i]))
-        count = cost.best_size([float(reach[i]) for i in order])
-        kept = {0, *order[:count]}
+        kept = set(most_reached(reach_of(item).tolist(), cost))
+        count = len(kept) - 1
         parents, matches = item.inputs.parents.tolist(), item.argmax_child.tolist()
         accepted = [False] * len(parents)
         accepted[0] = True

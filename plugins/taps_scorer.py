@@ -134,8 +134,7 @@ class Scorer(nn.Module):
         other_logits = self.other(torch.cat(slot, dim=-1))[:, 0]
         # Per parent, a softmax over its children and its "other" bucket.
         children = torch.arange(1, len(inputs.tokens))
-        top = other_logits.detach().clone()
-        top = top.scatter_reduce(0, parents[children], child_logits.detach()[children], "amax")
+        top = other_logits.detach().scatter_reduce(0, parents[children], child_logits.detach()[children], "amax")
         shifted = (child_logits[children] - top[parents[children]]).exp()
         total = (other_logits - top).exp().index_add(0, parents[children], shifted)
         log_normaliser = top + total.log()
