@@ -84,6 +84,9 @@ class DiffusionTrainer:
         parser.add_argument("--steps", type=int, default=6000)
         parser.add_argument("--lr", type=float, default=6e-4)
         parser.add_argument("--anchors", type=int, default=8)
+        parser.add_argument("--vocab", type=int, default=None,
+                            help="train the softmax over only this many most frequent response tokens: steps "
+                                 "several times cheaper (default: the whole vocabulary)")
         parser.add_argument("--seed", type=int, default=0)
 
     def run(self, args) -> int:
@@ -112,7 +115,7 @@ class DiffusionTrainer:
                                block_size=args.block_size, target=fingerprint(model))
         torch.manual_seed(args.seed)
         net = BlockDrafter(config)
-        settings = TrainSettings(steps=args.steps, lr=args.lr, anchors=args.anchors, seed=args.seed)
+        settings = TrainSettings(steps=args.steps, lr=args.lr, anchors=args.anchors, seed=args.seed, vocab=args.vocab)
         with tqdm(total=settings.steps, desc="training", unit="step") as bar:
             def progress(step, loss):
                 bar.n = step + 1

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers
-from specmix.plugins.diffusion_training import Example, TrainSettings, learning_rate, train
+from specmix.plugins.diffusion_training import Example, TrainSettings, block_loss, frequent_tokens, learning_rate, train
 from specmix.settings import DecodeSettings
 from specmix.target import fingerprint
 from specmix.testing import reference_greedy, tiny_model
@@ -56,3 +56,27 @@ def test_learning_rate_warms_up_then_decays():
     settings = TrainSettings(steps=100, lr=1.0, warmup=0.1)
     rates = [learning_rate(step, settings) for step in range(100)]
     assert rates[0] < rates[9] == 1.0 and rates[50] < 1.0 and rates[-1] < 0.01
+
+
+def test_a_restricted_vocabulary_is_the_softmax_over_those_tokens_and_skips_other_targets():
+    model = tiny_model("llama")
+    example = _examples(model, count=1)[0]
+    net, embed, head = _net(model), model.get_input_embeddings(), model.get_output_embeddings()
+    ids = torch.tensor(example.ids)
+    tapped = torch.cat([model(input_ids=ids[None], output_hidden_states=True).hidden_states[1][0]], dim=-1).detach()
+    anchors = [example.response_start, example.response_start + 5]
+
+    def loss(vocab):
+        return float(block_loss(net, embed, head, ids, tapped, anchors, 2.0, vocab))
+
+    vocabulary = head.weight.shape[0]
+    assert loss(torch.arange(vocabulary).flip(0)) == pytest.approx(loss(None))
+    targets = {int(ids[a + k]) for a in anchors for k in range(1, 4)}
+    assert loss(torch.tensor(sorted(targets))) < loss(None)  # the same targets against fewer competitors
+    outsider = next(token for token in range(vocabulary) if token not in targets)
+    assert loss(torch.tensor([outsider])) == 0.0  # every target outside the vocabulary is skipped
+
+
+def test_frequent_tokens_are_counted_in_responses_only():
+    examples = [Example(ids=(9, 9, 9, 1, 2, 2), response_start=3), Example(ids=(9, 2, 3, 3, 3, 3), response_start=1)]
+    assert frequent_tokens(examples, 2).tolist() == [3, 2]
