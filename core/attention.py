@@ -2,8 +2,10 @@
 
 SDPA (and eager attention) take a 4D additive mask; FlexAttention takes a ``BlockMask``
 built from the same visibility rule, so whole blocks of the cache that every query sees
-are skipped without reading a mask. FlexAttention is the default on CUDA, where it is
-compiled; on CPU SDPA with an additive mask is faster at these sizes.
+are skipped without reading a mask. SDPA is the default (``DEFAULT``) on every device: on CPU it is
+faster at these sizes, and on CUDA its additive mask is a plain tensor that a captured
+CUDA graph can be fed (see :mod:`specmix.static_shapes`), while a ``BlockMask`` is built
+on the host every step. ``attention="flex_attention"`` picks FlexAttention, run eagerly.
 """
 
 from __future__ import annotations
@@ -11,10 +13,7 @@ from __future__ import annotations
 import torch
 
 FLEX = "flex_attention"
-
-
-def default_backend(device: torch.device | str | None) -> str:
-    return FLEX if device is not None and torch.device(device).type == "cuda" else "sdpa"
+DEFAULT = "sdpa"
 
 
 def backend_of(model) -> str:

@@ -18,7 +18,8 @@ from specmix.errors import ConfigurationError
 from specmix.paths import cache_dir
 from specmix.target import Target
 
-DEFAULT_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
+# Dense at the small end, where CPU forward time jumps between neighbouring sizes (3 -> 4 here).
+DEFAULT_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 
 
 def _check_curve(instance, attribute, value):
@@ -77,7 +78,7 @@ def measure(target: Target, sizes: Sequence[int] = DEFAULT_SIZES, context: int =
 
     The fastest, not the median: other work on the machine only ever adds time.
     """
-    sizes = [n for n in sizes if n + 2 <= target.max_length]
+    sizes = _measurable(target, sizes)
     context = max(1, min(context, target.max_length - sizes[-1] - 1))
     generator = torch.Generator().manual_seed(0)
     target.reset()
@@ -100,6 +101,10 @@ def measure(target: Target, sizes: Sequence[int] = DEFAULT_SIZES, context: int =
     return CostCurve(sizes=sizes, seconds=seconds)
 
 
+def _measurable(target: Target, sizes: Sequence[int]) -> list[int]:
+    return [n for n in sizes if n + 2 <= target.max_length]
+
+
 def _cache_file(target: Target) -> Path:
     config = target.model.config
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(str(getattr(config, "name_or_path", "") or "model")).name)[-60:]
@@ -110,10 +115,15 @@ def _cache_file(target: Target) -> Path:
 
 
 def cost_curve_for(target: Target, remeasure: bool = False) -> CostCurve:
-    """The cached curve for this model, device and dtype, measured and saved on first use."""
+    """The cached curve for this model, device and dtype, measured and saved on first use.
+
+    A cached curve measured at other sizes than today's defaults is measured again.
+    """
     path = _cache_file(target)
     if path.exists() and not remeasure:
-        return CostCurve.from_json(json.loads(path.read_text()))
+        curve = CostCurve.from_json(json.loads(path.read_text()))
+        if list(curve.sizes) == _measurable(target, DEFAULT_SIZES):
+            return curve
     print(f"specmix: measuring this model's forward time T(N) on {target.device.type} (once; cached in {path.parent})",
           file=sys.stderr, flush=True)
     curve = measure(target)

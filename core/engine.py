@@ -23,8 +23,10 @@ from specmix.values import Generation, Proposal, Step, StepContext, StepStats
 class Decoder:
     """Lossless speculative decoding of one HF decoder model with one composition of plugins."""
 
-    def __init__(self, model, composition: Composition, *, tokenizer=None, cost_curve: CostCurve | None = None):
-        self.target = Target(model)
+    def __init__(self, model, composition: Composition, *, tokenizer=None, cost_curve: CostCurve | None = None,
+                 static: bool | None = None):
+        """``static``: bucketed forward sizes over a fixed-capacity cache, as CUDA graphs on CUDA (None: on CUDA only)."""
+        self.target = Target(model, static)
         self.tokenizer = tokenizer
         self.composition = composition
         self._cost_curve = cost_curve

@@ -9,6 +9,7 @@ of the filled part through the public ``Cache`` interface.
 
 from __future__ import annotations
 
+import attrs
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
@@ -80,5 +81,81 @@ class PreallocatedCache(Cache):
 
     def keep_last(self, appended: int, keep: torch.Tensor) -> None:
         """Keep, of the last ``appended`` entries of every layer, those at ``keep``."""
+        for layer in self.layers:
+            layer.keep_last(appended, keep)
+
+
+class SlotLayer(PreallocatedLayer):
+    """A fixed-capacity layer whose forward writes at the cache's ``slots`` and returns whole buffers.
+
+    Shapes then never change between steps (the mask hides unused slots), which is what
+    CUDA graph replay needs: where to write is a device tensor, not a Python slice.
+    The host-side length is advanced by the owner after the forward, never inside it.
+    """
+
+    def __init__(self, capacity: int, slots: SlotPointer):
+        super().__init__()
+        self.capacity, self.slots = capacity, slots
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        self.device = key_states.device
+        # Zeros, not empty: masked-out slots still enter attention's weighted sum (with weight 0).
+        self._keys = key_states.new_zeros(*key_states.shape[:-2], self.capacity, key_states.shape[-1])
+        self._values = value_states.new_zeros(*value_states.shape[:-2], self.capacity, value_states.shape[-1])
+        self.length = 0
+        self.is_initialized = True
+        self._expose()
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        self._keys.index_copy_(-2, self.slots.tensor, key_states)
+        self._values.index_copy_(-2, self.slots.tensor, value_states)
+        return self._keys, self._values
+
+    def advance(self, count: int) -> None:
+        if self.is_initialized:
+            self.length += count
+            self._expose()
+
+
+@attrs.define
+class SlotPointer:
+    """The cache slots the next forward writes, shared by every layer (replaced or refilled before each forward)."""
+
+    tensor: torch.Tensor | None = None
+
+
+class SlotCache(Cache):
+    """Every layer a :class:`SlotLayer` of ``capacity`` tokens; ``slots`` says where a forward writes."""
+
+    def __init__(self, capacity: int):
+        self.capacity, self.slots = capacity, SlotPointer()
+        super().__init__(layer_class_to_replicate=lambda **_: SlotLayer(capacity, self.slots))
+
+    def take(self, other: SlotCache) -> None:
+        """Copy ``other``'s filled entries into this (larger) cache."""
+        self.layers = []
+        for old in other.layers:
+            layer = SlotLayer(self.capacity, self.slots)
+            if old.is_initialized:
+                layer.lazy_initialization(old._keys, old._values)
+                layer._keys[..., : old.length, :] = old._keys[..., : old.length, :]
+                layer._values[..., : old.length, :] = old._values[..., : old.length, :]
+                layer.advance(old.length)
+            self.layers.append(layer)
+
+    def empty(self) -> None:
+        """Forget every entry, keeping the buffers (and so the addresses captured graphs use)."""
+        for layer in self.layers:
+            layer.length = 0
+            layer._expose()
+
+    def advance(self, count: int) -> None:
+        """Count the ``count`` entries the last forward wrote after the filled part."""
+        for layer in self.layers:
+            layer.advance(count)
+
+    def keep_last(self, appended: int, keep: torch.Tensor) -> None:
         for layer in self.layers:
             layer.keep_last(appended, keep)

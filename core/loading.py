@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from specmix.attention import default_backend
+from specmix.attention import DEFAULT as DEFAULT_ATTENTION
 from specmix.errors import ConfigurationError
 from specmix.paths import cache_dir
 
@@ -84,7 +84,7 @@ def load_model(model: str | os.PathLike | None = None, *, dtype: str | torch.dty
     """``(model, tokenizer)`` for an HF id, a local directory, a ``.gguf`` file, or None for the default model.
 
     ``attention`` is the model's attention backend (``sdpa``, ``flex_attention``, ``eager``);
-    by default FlexAttention on CUDA and SDPA elsewhere.
+    by default SDPA, whose additive masks CUDA graphs can replay (see :mod:`specmix.attention`).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -107,5 +107,5 @@ def load_model(model: str | os.PathLike | None = None, *, dtype: str | torch.dty
 def _placed(model, tokenizer, device, attention):
     if device is not None:
         model = model.to(device)
-    model.set_attn_implementation(attention or default_backend(model.device))
+    model.set_attn_implementation(attention or DEFAULT_ATTENTION)
     return model.eval(), tokenizer

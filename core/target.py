@@ -6,9 +6,10 @@ import inspect
 
 import torch
 
-from specmix.attention import tree_mask
+from specmix.attention import FLEX, backend_of, tree_mask
 from specmix.errors import ConfigurationError
 from specmix.kv_cache import PreallocatedCache
+from specmix.static_shapes import INITIAL_CAPACITY, StaticShapes
 
 
 def _ids(value) -> tuple[int, ...]:
@@ -30,9 +31,13 @@ class Target:
 
     The cache always holds every committed token but the last (the root of the next
     tree). ``forward`` appends new tokens; ``compact`` then keeps only chosen ones.
+
+    With ``static`` shapes (the default on CUDA) forwards are padded to bucket sizes over
+    a fixed-capacity cache (``capacity`` tokens at first, doubled when full) and replayed
+    as CUDA graphs there (see :mod:`specmix.static_shapes`).
     """
 
-    def __init__(self, model):
+    def __init__(self, model, static: bool | None = None, capacity: int = INITIAL_CAPACITY):
         self.model = model.eval()
         config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
@@ -48,8 +53,23 @@ class Target:
         parameters = inspect.signature(model.forward).parameters
         self._cache_keyword = "cache" if "cache" in parameters else "past_key_values"
         self._can_skip_logits = "logits_to_keep" in parameters
-        self.cache = PreallocatedCache()
-        self._pending = 0
+        flex = backend_of(model) == FLEX
+        if static and flex:
+            raise ConfigurationError("static shapes need an additive-mask attention backend (sdpa or eager), "
+                                     "not flex_attention, whose block mask is rebuilt on the host every step")
+        cuda = self.device.type == "cuda"
+        self._static = StaticShapes(model, graphs=cuda, capacity=capacity) if (static if static is not None else cuda and not flex) else None
+        self.reset()
+
+    @property
+    def cache(self):
+        """The HF ``Cache`` the model reads and writes (a static-shape forward may move it into a larger one)."""
+        return self._static.cache if self._static is not None else self._dynamic_cache
+
+    @property
+    def static(self) -> bool:
+        """Whether forwards run at bucketed sizes over a fixed-capacity cache."""
+        return self._static is not None
 
     @property
     def device(self) -> torch.device:
@@ -69,7 +89,10 @@ class Target:
         return self.cache.get_seq_length()
 
     def reset(self) -> None:
-        self.cache = PreallocatedCache()
+        if self._static is None:
+            self._dynamic_cache = PreallocatedCache()
+        else:
+            self._static.reset()
         self._pending = 0
 
     def check_layers(self, layers: tuple[int, ...]) -> None:
@@ -85,20 +108,27 @@ class Target:
         Returns logits ``[T, V]`` (only the last row's is computed when ``logits=False``,
         which spares the LM head over a long prompt) and the hidden states ``{layer: [T, D]}``.
         """
-        past, count = self.length, ids.shape[0]
-        mask = tree_mask(self.model, visible, past)
-        out = self.model(
-            input_ids=ids.to(self.device)[None],
-            position_ids=positions.to(self.device)[None],
+        count = ids.shape[0]
+        if self._static is not None:
+            all_logits, states, self._pending = self._static.forward(ids, positions, visible, layers, self._call)
+            return all_logits[:count], {layer: states[layer][0, :count] for layer in layers}
+        mask = tree_mask(self.model, visible, self.length)
+        out = self._call(ids.to(self.device)[None], positions.to(self.device)[None], mask, bool(layers),
+                         last_only=not logits)
+        self._pending = count
+        return out.logits[0], {layer: out.hidden_states[layer][0] for layer in layers}
+
+    def _call(self, ids, positions, mask, hidden: bool, last_only: bool = False):
+        """The model's forward over batched ``ids [1, T]`` at ``positions`` with ``mask``, into the cache."""
+        return self.model(
+            input_ids=ids,
+            position_ids=positions,
             attention_mask=mask,
             use_cache=True,
-            output_hidden_states=bool(layers),
+            output_hidden_states=hidden,
             **{self._cache_keyword: self.cache},
-            **({} if logits or not self._can_skip_logits else {"logits_to_keep": 1}),
+            **({"logits_to_keep": 1} if last_only and self._can_skip_logits else {}),
         )
-        self._pending = count
-        hidden = {layer: out.hidden_states[layer][0] for layer in layers}
-        return out.logits[0], hidden
 
     def prefill(self, ids: torch.Tensor, layers: tuple[int, ...] = ()):
         """Causal forward over ``ids`` after the cache; returns hidden states ``{layer: [T, D]}``."""
@@ -109,7 +139,7 @@ class Target:
         positions = torch.arange(self.length, self.length + count)
         causal = torch.ones(count, count, dtype=torch.bool).tril()
         _, hidden = self.forward(ids, positions, causal, layers, logits=False)
-        self._pending = 0
+        self.compact(torch.arange(count))  # keeps every token, dropping only static padding
         return hidden
 
     def compact(self, keep: torch.Tensor) -> None:

@@ -66,5 +66,8 @@ def test_measured_curves_are_cached_per_model_device_and_dtype(tmp_path, monkeyp
     files = list((tmp_path / "cost-curves").glob("*float64*.json"))
     assert len(files) == 1
     assert CostCurve.from_json(json.loads(files[0].read_text())) == curve
-    files[0].write_text(json.dumps({"sizes": [1, 2], "seconds": [5.0, 6.0]}))
-    assert cost_curve_for(target).seconds == (5.0, 6.0)
+    sizes = list(curve.sizes)
+    files[0].write_text(json.dumps({"sizes": sizes, "seconds": [5.0 + n for n in sizes]}))
+    assert cost_curve_for(target).seconds == tuple(5.0 + n for n in sizes)
+    files[0].write_text(json.dumps({"sizes": [1, 2], "seconds": [5.0, 6.0]}))  # measured at other sizes
+    assert cost_curve_for(target).sizes == curve.sizes
