@@ -58,7 +58,9 @@ class Target:
             raise ConfigurationError("static shapes need an additive-mask attention backend (sdpa or eager), "
                                      "not flex_attention, whose block mask is rebuilt on the host every step")
         cuda = self.device.type == "cuda"
-        self._static = StaticShapes(model, graphs=cuda, capacity=capacity) if (static if static is not None else cuda and not flex) else None
+        if static is None:
+            static = cuda and not flex
+        self._static = StaticShapes(model, graphs=cuda, capacity=capacity) if static else None
         self.reset()
 
     @property
