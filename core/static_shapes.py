@@ -120,6 +120,8 @@ class StaticShapes:
             self.cache.slots.tensor = slots
             out = call(**inputs, hidden=bool(layers))
         self.cache.advance(size)
+        if graphed is not None:  # the graph's outputs are overwritten by its next replay; ours may outlive it
+            return out.logits[0].clone(), tuple(states.clone() for states in out.hidden_states or ()), size
         return out.logits[0], out.hidden_states, size
 
     def _graph(self, size: int, hidden: bool, call: Callable, inputs: dict, slots: torch.Tensor) -> GraphedForward | None:
