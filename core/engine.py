@@ -64,6 +64,7 @@ class Decoder:
         registry=None,
         options: Mapping[str, Mapping] | None = None,
         cost_curve: CostCurve | None = None,
+        static: bool | None = None,
         **components: str,
     ) -> Decoder:
         """A decoder with text in and out.
@@ -79,7 +80,7 @@ class Decoder:
             model, tokenizer = load_model(model, dtype=dtype, cache=cache, device=device)
         registry = registry or Registry.load()
         composition = registry.compose(method, options=options, **components)
-        return cls(model, composition, tokenizer=tokenizer, cost_curve=cost_curve)
+        return cls(model, composition, tokenizer=tokenizer, cost_curve=cost_curve, static=static)
 
     @property
     def cost_curve(self) -> CostCurve:
