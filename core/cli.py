@@ -77,7 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_model_arguments(bench)
     bench.add_argument("--methods", default="hf,hf-pld,vanilla",
                        help="comma-separated: hf (transformers generate), hf-pld (its prompt lookup), or specmix methods, "
-                            "optionally with components swapped and options set: ptd[drafter.max_riders=4,selector=budget,selector.budget=8]")
+                            "optionally with components swapped and options set: "
+                            "ptd[drafter.max_riders=4,selector=budget,selector.budget=8]")
     bench.add_argument("--prompts", required=True, help="a Spec-Bench/MT-bench style .jsonl file, or 'humaneval'")
     bench.add_argument("--limit", type=int, help="use the first N prompts")
     bench.add_argument("--per-category", type=int, metavar="N",
