@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
+from torch.nn import functional as F
 
 from specmix import ConfigurationError, Drafter, Marginals, Method, Proposal, hookimpl
 from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers
 
 TRAIN_HINT = "train one with `specmix train diffusion --target MODEL --out DIR` and pass -o drafter.weights=DIR"
 PACKAGED = Path(__file__).parent / "drafters"
+VOCAB_FILE = "vocab.json"
+"""Beside a drafter's weights: the token ids of its training responses, most frequent first."""
 
 
 def _packaged_for(fingerprint: str) -> Path | None:
@@ -25,9 +29,15 @@ class DiffusionDrafter(Drafter):
 
     Options: ``weights`` (a directory holding ``config.json`` and ``model.pt``; default:
     the drafter shipped for this target, if any), ``top_k`` ids per position in the
-    marginals (8), ``block_size`` (the trained one, 16, or smaller), and
-    ``random_layers`` to build an untrained drafter of that many layers instead —
-    losslessness never depends on the drafter, so tests use it.
+    marginals (8), ``block_size`` (the trained one, 16, or smaller), ``vocab`` (8192; see
+    below), and ``random_layers`` to build an untrained drafter of that many layers
+    instead — losslessness never depends on the drafter, so tests use it.
+
+    The LM head over the block is most of a drafting pass's cost (15 positions × the whole
+    vocabulary). When the weights directory lists its training responses' tokens
+    (``vocab.json``), the drafter drafts over at most the ``vocab`` most frequent of them
+    (None: the whole vocabulary). The draft only steers what is verified, so output is
+    unchanged; a token outside the list is simply never proposed.
     """
 
     produces = frozenset({"marginals", "features"})
@@ -35,10 +45,10 @@ class DiffusionDrafter(Drafter):
     test_options = {"random_layers": 1}
 
     def __init__(self, weights: str | None = None, top_k: int = 8, block_size: int | None = None,
-                 random_layers: int | None = None, seed: int = 0):
-        if top_k < 1 or (block_size is not None and block_size < 2):
-            raise ConfigurationError("top_k must be >= 1 and block_size >= 2")
-        self.weights, self.top_k, self.block_size = weights, top_k, block_size
+                 vocab: int | None = 8192, random_layers: int | None = None, seed: int = 0):
+        if top_k < 1 or (block_size is not None and block_size < 2) or (vocab is not None and vocab < 1):
+            raise ConfigurationError("top_k and vocab must be >= 1 and block_size >= 2")
+        self.weights, self.top_k, self.block_size, self.vocab = weights, top_k, block_size, vocab
         self.random_layers, self.seed = random_layers, seed
 
     def attach(self, target):
@@ -65,6 +75,13 @@ class DiffusionDrafter(Drafter):
             self.net.load_state_dict(torch.load(directory / "model.pt", map_location="cpu", weights_only=True))
         self.net = self.net.to(device=target.device, dtype=target.dtype).eval().requires_grad_(False)
         self.embed, self.head = model.get_input_embeddings(), model.get_output_embeddings()
+        self.draft_ids, self.draft_head = None, self.head
+        listed = None if self.random_layers or self.vocab is None else directory / VOCAB_FILE
+        if listed is not None and listed.exists():
+            ids = torch.tensor(json.loads(listed.read_text())[: self.vocab], device=target.device)
+            self.draft_ids = ids
+            self.draft_head = lambda hidden: F.linear(hidden, self.head.weight[ids],
+                                                      None if self.head.bias is None else self.head.bias[ids])
         self.hidden_layers = config.taps
         self.block = min(self.block_size or config.block_size, config.block_size)
 
@@ -92,9 +109,10 @@ class DiffusionDrafter(Drafter):
         block = torch.cat([root, self.net.mask_embedding.expand(size - 1, -1)])
         positions = torch.arange(self.length, self.length + size, device=block.device)
         hidden = self.net(block, positions, self.context)[1:]
-        logprobs = torch.log_softmax(self.head(hidden).float(), dim=-1)
+        logprobs = torch.log_softmax(self.draft_head(hidden).float(), dim=-1)
         top = logprobs.topk(min(self.top_k, logprobs.shape[-1]), dim=-1)
-        return Proposal(marginals=Marginals(ids=top.indices.cpu(), logprobs=top.values.double().cpu(),
+        ids = top.indices if self.draft_ids is None else self.draft_ids[top.indices]
+        return Proposal(marginals=Marginals(ids=ids.cpu(), logprobs=top.values.double().cpu(),
                                             vocab_size=ctx.vocab_size), features=hidden)
 
     @torch.no_grad()

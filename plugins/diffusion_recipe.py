@@ -15,8 +15,9 @@ import torch
 
 from specmix import Decoder, DecodeSettings, Registry, hookimpl
 from specmix.loading import load_model
+from specmix.plugins.diffusion_drafter import VOCAB_FILE
 from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers
-from specmix.plugins.diffusion_training import Example, TrainSettings, train
+from specmix.plugins.diffusion_training import Example, TrainSettings, frequent_tokens, train
 from specmix.plugins.training_prompts import stored_prompts
 from specmix.target import fingerprint
 from specmix.text import encode
@@ -124,6 +125,7 @@ class DiffusionTrainer:
 
             losses = train(net, model, training, settings, out / "checkpoint.pt", progress)
         net.save(out)
+        (out / VOCAB_FILE).write_text(json.dumps(frequent_tokens(training).tolist()))
 
         decoder = Decoder(model, Registry.load().compose(drafter="diffusion", builder="chain", selector="all",
                                                          verifier="tree", options={"drafter": {"weights": str(out)}}),

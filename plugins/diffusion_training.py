@@ -57,8 +57,8 @@ def tapped_states(model, ids: Sequence[int], taps: Sequence[int]) -> torch.Tenso
     return torch.cat([out.hidden_states[layer][0] for layer in taps], dim=-1)
 
 
-def frequent_tokens(examples: Sequence[Example], count: int) -> torch.Tensor:
-    """The ``count`` most frequent response token ids, most frequent first."""
+def frequent_tokens(examples: Sequence[Example], count: int | None = None) -> torch.Tensor:
+    """The ``count`` (default: all) most frequent response token ids, most frequent first."""
     counts = Counter(token for example in examples for token in example.ids[example.response_start:])
     return torch.tensor([token for token, _ in counts.most_common(count)])
 

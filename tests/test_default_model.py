@@ -139,6 +139,9 @@ def test_the_diffusion_recipe_runs_end_to_end_and_resumes(tmp_path):
     assert len((out / "responses.jsonl").read_text().splitlines()) == 6
     report = json.loads((out / "eval.json").read_text())
     assert report["tau"] >= 1 and report["sequences"] == 4 and set(report["accepted_at_least"]) >= {"1", "15"}
+    rows = [json.loads(line) for line in (out / "responses.jsonl").read_text().splitlines()]
+    seen = {token for row in rows[:4] for token in row["ids"][row["response_start"]:]}
+    assert set(json.loads((out / "vocab.json").read_text())) == seen  # the training responses' tokens
     responses = (out / "responses.jsonl").read_text()
     assert main(arguments) == 0  # everything done already: nothing is generated or trained again
     assert (out / "responses.jsonl").read_text() == responses

@@ -1,9 +1,11 @@
+import json
+
 import pytest
 import torch
 
 from specmix import DecodeSettings, PluginError
 from specmix.plugins.diffusion_model import tapped_layers
-from specmix.testing import tiny_model
+from specmix.testing import reference_greedy, tiny_model
 from specmix.testing.properties import make_decoder
 
 NAMES = dict(drafter="diffusion", builder="best-first", selector="budget", verifier="tree")
@@ -40,3 +42,31 @@ def test_without_weights_the_error_names_the_train_command(registry):
         make_decoder(registry, NAMES, tiny_model("mistral"), seed=0, options={"drafter": {"random_layers": None}})
     with pytest.raises(PluginError, match="block_size"):
         registry.compose(options={"drafter": {"block_size": 1}}, **NAMES)
+
+
+def test_a_listed_vocabulary_limits_what_is_drafted_but_not_what_is_decoded(registry, tmp_path):
+    model = tiny_model("llama")
+    trained = make_decoder(registry, NAMES, model, seed=0).composition.drafter.component
+    trained.net.save(tmp_path / "drafter")
+    listed = [7, 3, 11, 20, 5]
+    (tmp_path / "drafter" / "vocab.json").write_text(json.dumps(listed))
+    settings = DecodeSettings(max_new_tokens=16, stop_ids=())
+    drafted, outputs = {}, {}
+    for vocab in (3, None):
+        decoder = make_decoder(registry, dict(NAMES, selector="all"), model, seed=0,
+                               options={"drafter": {"random_layers": None, "weights": str(tmp_path / "drafter"),
+                                                    "vocab": vocab}})
+        drafter = decoder.composition.drafter.component
+        propose, seen = drafter.propose, set()
+
+        def recording(ctx, propose=propose, seen=seen):
+            proposal = propose(ctx)
+            if proposal.marginals is not None:  # None when there is no room left to draft
+                seen.update(proposal.marginals.ids.flatten().tolist())
+            return proposal
+
+        drafter.propose = recording
+        outputs[vocab] = decoder.generate([3, 4, 5, 6], settings).tokens
+        drafted[vocab] = seen
+    assert drafted[3] == {7, 3, 11} and len(drafted[None]) > 3
+    assert outputs[3] == outputs[None] == tuple(reference_greedy(model, [3, 4, 5, 6], settings))
