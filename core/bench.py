@@ -178,6 +178,7 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
     questions = load_prompts(prompts, limit, per_category)
     if not questions:
         raise ConfigurationError(f"{prompts} holds no prompts")
+    source = "default" if model is None else str(model)  # what the journal and report name, not the loaded module
     model, tokenizer = load_model(model, dtype=dtype, cache=cache, device=device)
     registry = registry or Registry.load()
     runners = {}
@@ -192,7 +193,7 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
     encoded = [encode(tokenizer, q.text) for q in questions]
     out = Path(out)
     header = {"methods": list(methods), "prompts": prompts, "limit": limit, "per_category": per_category,
-              "model": str(model),
+              "model": source,
               "settings": attrs.asdict(settings)}
     done = _journal(out, header, resume)
 
