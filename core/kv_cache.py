@@ -17,10 +17,13 @@ GROWTH = 256  # tokens of room added at a time; a buffer grows by doubling past 
 
 
 class PreallocatedLayer(DynamicLayer):
+    def _buffer(self, states: torch.Tensor) -> torch.Tensor:
+        """A buffer laid out like ``states`` with room for the first tokens."""
+        return states.new_empty(*states.shape[:-2], GROWTH, states.shape[-1])
+
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         self.device = key_states.device
-        self._keys = key_states.new_empty(*key_states.shape[:-2], GROWTH, key_states.shape[-1])
-        self._values = value_states.new_empty(*value_states.shape[:-2], GROWTH, value_states.shape[-1])
+        self._keys, self._values = self._buffer(key_states), self._buffer(value_states)
         self.length = 0
         self.is_initialized = True
         self._expose()
@@ -76,8 +79,8 @@ class PreallocatedLayer(DynamicLayer):
 
 
 class PreallocatedCache(Cache):
-    def __init__(self):
-        super().__init__(layer_class_to_replicate=PreallocatedLayer)
+    def __init__(self, make_layer=PreallocatedLayer):
+        super().__init__(layer_class_to_replicate=make_layer)
 
     def keep_last(self, appended: int, keep: torch.Tensor) -> None:
         """Keep, of the last ``appended`` entries of every layer, those at ``keep``."""
@@ -97,14 +100,9 @@ class SlotLayer(PreallocatedLayer):
         super().__init__()
         self.capacity, self.slots = capacity, slots
 
-    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-        self.device = key_states.device
+    def _buffer(self, states: torch.Tensor) -> torch.Tensor:
         # Zeros, not empty: masked-out slots still enter attention's weighted sum (with weight 0).
-        self._keys = key_states.new_zeros(*key_states.shape[:-2], self.capacity, key_states.shape[-1])
-        self._values = value_states.new_zeros(*value_states.shape[:-2], self.capacity, value_states.shape[-1])
-        self.length = 0
-        self.is_initialized = True
-        self._expose()
+        return states.new_zeros(*states.shape[:-2], self.capacity, states.shape[-1])
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if not self.is_initialized:
@@ -126,18 +124,18 @@ class SlotPointer:
     tensor: torch.Tensor | None = None
 
 
-class SlotCache(Cache):
+class SlotCache(PreallocatedCache):
     """Every layer a :class:`SlotLayer` of ``capacity`` tokens; ``slots`` says where a forward writes."""
 
     def __init__(self, capacity: int):
         self.capacity, self.slots = capacity, SlotPointer()
-        super().__init__(layer_class_to_replicate=lambda **_: SlotLayer(capacity, self.slots))
+        super().__init__(lambda: SlotLayer(capacity, self.slots))
 
     def take(self, other: SlotCache) -> None:
         """Copy ``other``'s filled entries into this (larger) cache."""
         self.layers = []
         for old in other.layers:
-            layer = SlotLayer(self.capacity, self.slots)
+            layer = self.layer_class_to_replicate()
             if old.is_initialized:
                 layer.lazy_initialization(old._keys, old._values)
                 layer._keys[..., : old.length, :] = old._keys[..., : old.length, :]
@@ -155,7 +153,3 @@ class SlotCache(Cache):
         """Count the ``count`` entries the last forward wrote after the filled part."""
         for layer in self.layers:
             layer.advance(count)
-
-    def keep_last(self, appended: int, keep: torch.Tensor) -> None:
-        for layer in self.layers:
-            layer.keep_last(appended, keep)

@@ -103,7 +103,7 @@ class StaticShapes:
         ``call(ids, positions, mask, hidden)`` runs the model on batched inputs.
         """
         count, past, device = ids.shape[0], self.cache.get_seq_length(), self.model.device
-        size = bucket(count) if count <= BUCKETS[-1] else count
+        size = bucket(count)
         if past + size > self.cache.capacity:
             self._grow(past + size)
         if size > count:
@@ -116,12 +116,12 @@ class StaticShapes:
         graphed = self._graph(size, bool(layers), call, inputs, slots) if size <= BUCKETS[-1] else None
         if graphed is not None:
             out = graphed(slots, **inputs)
-        else:
-            self.cache.slots.tensor = slots
-            out = call(**inputs, hidden=bool(layers))
-        self.cache.advance(size)
-        if graphed is not None:  # the graph's outputs are overwritten by its next replay; ours may outlive it
+            self.cache.advance(size)
+            # The graph's outputs are overwritten by its next replay; what is returned may outlive that.
             return out.logits[0].clone(), tuple(states.clone() for states in out.hidden_states or ()), size
+        self.cache.slots.tensor = slots
+        out = call(**inputs, hidden=bool(layers))
+        self.cache.advance(size)
         return out.logits[0], out.hidden_states, size
 
     def _graph(self, size: int, hidden: bool, call: Callable, inputs: dict, slots: torch.Tensor) -> GraphedForward | None:

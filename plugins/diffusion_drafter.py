@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import torch
-from torch.nn import functional as F
 
 from specmix import ConfigurationError, Drafter, Marginals, Method, Proposal, hookimpl
-from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers
+from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, head_over, tapped_layers
 
 TRAIN_HINT = "train one with `specmix train diffusion --target MODEL --out DIR` and pass -o drafter.weights=DIR"
 PACKAGED = Path(__file__).parent / "drafters"
@@ -78,10 +77,8 @@ class DiffusionDrafter(Drafter):
         self.draft_ids, self.draft_head = None, self.head
         listed = None if self.random_layers or self.vocab is None else directory / VOCAB_FILE
         if listed is not None and listed.exists():
-            ids = torch.tensor(json.loads(listed.read_text())[: self.vocab], device=target.device)
-            self.draft_ids = ids
-            self.draft_head = lambda hidden: F.linear(hidden, self.head.weight[ids],
-                                                      None if self.head.bias is None else self.head.bias[ids])
+            self.draft_ids = torch.tensor(json.loads(listed.read_text())[: self.vocab], device=target.device)
+            self.draft_head = head_over(self.head, self.draft_ids)
         self.hidden_layers = config.taps
         self.block = min(self.block_size or config.block_size, config.block_size)
 

@@ -27,6 +27,20 @@ def tapped_layers(target_layers: int, draft_layers: int) -> tuple[int, ...]:
     return tuple(round(1 + i * (target_layers - 4) / (draft_layers - 1)) for i in range(draft_layers))
 
 
+def head_over(head: nn.Module, ids: torch.Tensor) -> nn.Linear:
+    """A frozen copy of the LM ``head`` restricted to the tokens ``ids``: its logit j is the head's logit for ``ids[j]``.
+
+    Built once, so that drafting or a training step over few tokens does not gather the rows again.
+    """
+    small = nn.Linear(head.weight.shape[1], len(ids), bias=head.bias is not None,
+                      device=head.weight.device, dtype=head.weight.dtype)
+    with torch.no_grad():
+        small.weight.copy_(head.weight[ids])
+        if head.bias is not None:
+            small.bias.copy_(head.bias[ids])
+    return small.requires_grad_(False)
+
+
 @attrs.frozen
 class DrafterConfig:
     hidden_size: int

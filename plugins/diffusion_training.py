@@ -10,7 +10,7 @@ AdamW with linear warm-up and a cosine decay; gradients clipped to 1.
 The frozen LM head over the whole vocabulary is nearly all of a step's cost, so the
 softmax may be restricted to the ``vocab`` most frequent response tokens (targets outside
 it are skipped): steps get several times cheaper, and the drafter sees that many more
-blocks in the same time. The drafter still drafts over the full vocabulary.
+blocks in the same time.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import attrs
 import torch
 from torch.nn import functional as F
 
-from specmix.plugins.diffusion_model import BlockDrafter
+from specmix.plugins.diffusion_model import BlockDrafter, head_over
 
 
 @attrs.frozen
@@ -67,7 +67,8 @@ def block_loss(net: BlockDrafter, embed, head, ids: torch.Tensor, tapped: torch.
                gamma: float, vocab: torch.Tensor | None = None) -> torch.Tensor:
     """Decay-weighted cross-entropy of the blocks starting at ``anchors`` of one sequence.
 
-    With ``vocab`` (token ids), the softmax runs over those tokens only and other targets are skipped.
+    With ``vocab`` (token ids), ``head`` gives logits over those tokens only (see
+    :func:`~specmix.plugins.diffusion_model.head_over`) and other targets are skipped.
     """
     size, length = net.config.block_size, ids.shape[0]
     features = net.features(tapped)
@@ -89,11 +90,9 @@ def block_loss(net: BlockDrafter, embed, head, ids: torch.Tensor, tapped: torch.
         mask[rows, length + j * size:length + (j + 1) * size] = True  # its own block, both ways
     hidden = net(block, position, context, mask)
     targets, weight = torch.tensor(targets), torch.tensor(weights)
-    if vocab is None:
-        logits = head(hidden)
-    else:
-        logits = F.linear(hidden, head.weight[vocab], None if head.bias is None else head.bias[vocab])
-        index = torch.full((head.weight.shape[0],), -100, dtype=torch.long)
+    logits = head(hidden)
+    if vocab is not None:
+        index = torch.full((embed.weight.shape[0],), -100, dtype=torch.long)
         index[vocab] = torch.arange(len(vocab))
         targets = torch.where(targets >= 0, index[targets.clamp_min(0)], targets)
         weight = torch.where(targets >= 0, weight, 0.0)
@@ -124,6 +123,7 @@ def train(net: BlockDrafter, model, examples: Sequence[Example], settings: Train
         rng.setstate(state["rng"])
     usable = [e for e in examples if len(e.ids) - e.response_start >= 2]
     vocab = None if settings.vocab is None else frequent_tokens(usable, settings.vocab)
+    loss_head = head if vocab is None else head_over(head, vocab)
     states: dict[int, torch.Tensor] = {}
     net.train()
     for step in range(start, settings.steps):
@@ -137,7 +137,7 @@ def train(net: BlockDrafter, model, examples: Sequence[Example], settings: Train
                                     min(settings.anchors, last - example.response_start + 2)))
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, settings)
-        loss = block_loss(net, embed, head, ids, states[index], anchors, settings.gamma, vocab)
+        loss = block_loss(net, embed, loss_head, ids, states[index], anchors, settings.gamma, vocab)
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), settings.clip)

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers
+from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, head_over, tapped_layers
 from specmix.plugins.diffusion_training import Example, TrainSettings, block_loss, frequent_tokens, learning_rate, train
 from specmix.settings import DecodeSettings
 from specmix.target import fingerprint
@@ -68,7 +68,8 @@ def test_a_restricted_vocabulary_is_the_softmax_over_those_tokens_and_skips_othe
 
     def loss(vocab):
         with torch.no_grad():
-            return float(block_loss(net, embed, head, ids, tapped, anchors, 2.0, vocab))
+            restricted = head if vocab is None else head_over(head, vocab)
+            return float(block_loss(net, embed, restricted, ids, tapped, anchors, 2.0, vocab))
 
     vocabulary = head.weight.shape[0]
     assert loss(torch.arange(vocabulary).flip(0)) == pytest.approx(loss(None))
