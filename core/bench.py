@@ -144,19 +144,49 @@ def _summary(runs: Sequence[Run], references: Sequence[Run] | None, hf_rate: flo
     }
 
 
+def _read_journal(path: Path) -> tuple[dict, dict[int, dict[str, Run]]]:
+    """The header of ``OUT.runs.jsonl`` and the runs of every prompt it records, by prompt index."""
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if not lines:
+        raise ConfigurationError(f"{path} is empty")
+    return lines[0], {line["index"]: {name: Run(tuple(run["tokens"]), run["seconds"], run["steps"])
+                                      for name, run in line["runs"].items()} for line in lines[1:]}
+
+
 def _journal(out: Path, header: dict, resume: bool) -> dict[int, dict[str, Run]]:
     """Runs already recorded in ``OUT.runs.jsonl`` (when resuming a run with the same header); starts it otherwise."""
     path = out.with_suffix(".runs.jsonl")
     if resume and path.exists():
-        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        if lines and lines[0] != header:
+        recorded, done = _read_journal(path)
+        if recorded != header:
             raise ConfigurationError(f"{path} was recorded with other methods, prompts or settings; "
                                      "drop --resume or choose another --out")
-        return {line["index"]: {name: Run(tuple(run["tokens"]), run["seconds"], run["steps"])
-                                for name, run in line["runs"].items()} for line in lines[1:]}
+        return done
     out.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(header) + "\n")
     return {}
+
+
+def report_journal(out="bench.json") -> dict:
+    """Write the reports of a run, finished or not, from the prompts ``OUT.runs.jsonl`` records; runs nothing.
+
+    A partial report says how many of the run's prompts it covers; every ratio in it is still
+    taken against ``hf`` on the same prompts.
+    """
+    out = Path(out)
+    path = out.with_suffix(".runs.jsonl")
+    if not path.exists():
+        raise ConfigurationError(f"{path} does not exist: `specmix bench --out {out} ...` writes it")
+    header, done = _read_journal(path)
+    if not done:
+        raise ConfigurationError(f"{path} records no finished prompt yet")
+    questions = load_prompts(header["prompts"], header["limit"], header["per_category"])
+    finished = sorted(done)
+    results = {name: [done[index][name] for index in finished] for name in header["methods"]}
+    report = _report(header["methods"], [questions[index] for index in finished], results,
+                     DecodeSettings(**header["settings"]), of=len(questions))
+    _write(report, out)
+    return report
 
 
 def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings: DecodeSettings, model=None,
@@ -222,7 +252,7 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
     return report
 
 
-def _report(methods, questions, results, settings: DecodeSettings) -> dict:
+def _report(methods, questions, results, settings: DecodeSettings, of: int | None = None) -> dict:
     categories = sorted({q.category for q in questions})
     hf = results["hf"]
 
@@ -238,6 +268,7 @@ def _report(methods, questions, results, settings: DecodeSettings) -> dict:
     return {
         "settings": attrs.asdict(settings),
         "prompts": len(questions),
+        "of": len(questions) if of is None else of,
         "methods": overall,
         "runs": [
             {"id": q.id, "category": q.category,
@@ -254,7 +285,10 @@ def _fmt(value, pattern: str) -> str:
 
 def markdown(report: dict) -> str:
     methods = report["methods"]
-    lines = ["| method | tokens/s | speedup vs hf | τ | identical |", "|---|---|---|---|---|"]
+    lines = []
+    if report["prompts"] < report["of"]:
+        lines += [f"Partial: {report['prompts']} of the run's {report['of']} prompts (`--resume` continues it).", ""]
+    lines += ["| method | tokens/s | speedup vs hf | τ | identical |", "|---|---|---|---|---|"]
     for name, row in methods.items():
         lines.append(f"| {name} | {row['tokens_per_s']:.2f} | {_fmt(row['speedup_vs_hf'], '{:.2f}x')} | "
                      f"{_fmt(row['tau'], '{:.2f}')} | {_fmt(row['identical_rate'], '{:.2f}')} |")

@@ -79,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="comma-separated: hf (transformers generate), hf-pld (its prompt lookup), or specmix methods, "
                             "optionally with components swapped and options set: "
                             "ptd[drafter.max_riders=4,selector=budget,selector.budget=8]")
-    bench.add_argument("--prompts", required=True, help="a Spec-Bench/MT-bench style .jsonl file, or 'humaneval'")
+    bench.add_argument("--prompts",
+                       help="a Spec-Bench/MT-bench style .jsonl file, or 'humaneval' (required unless --report-only)")
     bench.add_argument("--limit", type=int, help="use the first N prompts")
     bench.add_argument("--per-category", type=int, metavar="N",
                        help="use the first N prompts of every category (a subset that covers them all)")
@@ -87,6 +88,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default="bench.json", help="JSON report; the .md table and .png plot go beside it")
     bench.add_argument("--resume", action="store_true",
                        help="continue an interrupted run from OUT.runs.jsonl (same methods, prompts and settings)")
+    bench.add_argument("--report-only", action="store_true",
+                       help="write OUT's reports from the prompts OUT.runs.jsonl records so far, running nothing")
     train = commands.add_parser("train", help="run a training recipe a plugin provides")
     recipes = train.add_subparsers(dest="recipe", required=True, metavar="RECIPE")
     from specmix.registry import Registry
@@ -171,8 +174,14 @@ def _methods(args) -> int:
 
 
 def _bench(args) -> int:
-    from specmix.bench import run_bench
+    from specmix.bench import report_journal, run_bench
 
+    if args.report_only:
+        report = report_journal(args.out)
+        print(f"{args.out}: {report['prompts']} of {report['of']} prompts", file=sys.stderr)
+        return 0
+    if not args.prompts:
+        raise ConfigurationError("--prompts is required: a .jsonl file of prompts, or 'humaneval'")
     methods = [m.strip() for m in re.split(r",(?![^\[]*\])", args.methods) if m.strip()]
     if not methods:
         raise ConfigurationError("--methods names no method")
