@@ -102,8 +102,7 @@ class DiffusionDrafter(Drafter):
         size = min(self.block, ctx.max_depth + 1)
         if size < 2:
             return Proposal()
-        root = self.embed(ctx.tokens[-1:].to(self.head.weight.device))
-        block = torch.cat([root, self.net.mask_embedding.expand(size - 1, -1)])
+        block = self.net.block_inputs(self.embed(ctx.tokens[-1:].to(self.head.weight.device)), size)
         positions = torch.arange(self.length, self.length + size, device=block.device)
         hidden = self.net(block, positions, self.context)[1:]
         logprobs = torch.log_softmax(self.draft_head(hidden).float(), dim=-1)

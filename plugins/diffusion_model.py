@@ -21,10 +21,16 @@ from torch.nn import functional as F
 
 
 def tapped_layers(target_layers: int, draft_layers: int) -> tuple[int, ...]:
-    """Target layers to tap (indices into HF ``hidden_states``, 1 = after the first layer), spread over the depth."""
+    """Target layers to tap (indices into HF ``hidden_states``, 1 = after the first layer), spread over the depth.
+
+    The last tap is the input of the target's last ``draft_layers`` layers, the ones
+    :func:`start_from_target` copies into the drafter, so that a copied layer starts out
+    reading the context exactly as it does inside the target.
+    """
+    last = target_layers - draft_layers
     if draft_layers == 1:
-        return (target_layers // 2,)
-    return tuple(round(1 + i * (target_layers - 4) / (draft_layers - 1)) for i in range(draft_layers))
+        return (last,)
+    return tuple(round(1 + i * (last - 1) / (draft_layers - 1)) for i in range(draft_layers))
 
 
 def head_over(head: nn.Module, ids: torch.Tensor) -> nn.Linear:
@@ -54,6 +60,8 @@ class DrafterConfig:
     rms_eps: float = 1e-5
     target: str = ""
     """A fingerprint of the target the drafter was trained for (see :func:`specmix.target.fingerprint`)."""
+    anchored_masks: bool = False
+    """Every mask position also carries the block's first token's embedding, not only through attention."""
 
     def to_json(self) -> str:
         return json.dumps(attrs.asdict(self), indent=1)
@@ -142,6 +150,13 @@ class BlockDrafter(nn.Module):
         torch.save({name: tensor.detach().cpu().float() for name, tensor in self.state_dict().items()},
                    directory / "model.pt")
 
+    def block_inputs(self, first: torch.Tensor, size: int) -> torch.Tensor:
+        """Inputs ``[size, D]`` of a block that starts with the embedding ``first [1, D]``, followed by masks."""
+        masks = self.mask_embedding.expand(size - 1, -1)
+        if self.config.anchored_masks:
+            masks = masks + first
+        return torch.cat([first, masks])
+
     def features(self, tapped: torch.Tensor) -> torch.Tensor:
         """Fused context features ``[n, D]`` from the concatenated tapped hidden states ``[n, taps * D]``."""
         return self.fuse_norm(self.fuse(tapped))
@@ -156,3 +171,59 @@ class BlockDrafter(nn.Module):
         for layer, (keys, values) in zip(self.layers, context):
             hidden = layer(hidden, positions, keys, values, mask)
         return self.norm(hidden)
+
+
+
+def _layer_pairs(mine: DraftLayer, theirs: nn.Module, config: DrafterConfig) -> list | None:
+    """(drafter parameter, target weight) pairs for copying a Llama-style target layer; None if it is not one."""
+    attention, mlp = getattr(theirs, "self_attn", None), getattr(theirs, "mlp", None)
+    projections = ("q_proj", "k_proj", "v_proj", "o_proj")
+    if attention is None or mlp is None or hasattr(attention, "q_norm"):
+        return None
+    if any(not isinstance(getattr(attention, name, None), nn.Linear) or getattr(attention, name).bias is not None
+           for name in projections):
+        return None
+    pairs = [(mine.q_proj.weight, attention.q_proj.weight), (mine.o_proj.weight, attention.o_proj.weight)]
+    for name in ("k_proj", "v_proj"):
+        weight = getattr(attention, name).weight
+        if weight.shape[0] % config.head_dim or (config.num_heads * config.head_dim) % weight.shape[0]:
+            return None
+        groups = config.num_heads * config.head_dim // weight.shape[0]  # grouped-query heads, repeated
+        pairs.append((getattr(mine, name).weight,
+                      weight.view(-1, config.head_dim, weight.shape[1]).repeat_interleave(groups, dim=0).flatten(0, 1)))
+    for name in ("gate_proj", "up_proj", "down_proj"):
+        if not isinstance(getattr(mlp, name, None), nn.Linear):
+            return None
+        pairs.append((getattr(mine, name).weight, getattr(mlp, name).weight))
+    for norm, name in ((mine.input_norm, "input_layernorm"), (mine.post_norm, "post_attention_layernorm")):
+        if getattr(getattr(theirs, name, None), "weight", None) is None:
+            return None
+        pairs.append((norm.weight, getattr(theirs, name).weight))
+    return pairs if all(a.shape == b.shape for a, b in pairs) else None
+
+
+@torch.no_grad()
+def start_from_target(net: BlockDrafter, model) -> bool:
+    """Initialise ``net`` from the target: draft layers as copies of its last layers, final norm as its own.
+
+    The fusion starts as the identity on the last tap (the copied layers' input, see
+    :func:`tapped_layers`) and the fused-feature norm as the first copied layer's input
+    norm, so the copies first read the context keys and values the target computes.
+    Returns False, leaving ``net`` as it was, when the target's layers do not have this
+    (Llama-style) layout or these shapes.
+    """
+    config = net.config
+    decoder = getattr(model, "model", None)
+    layers, norm = getattr(decoder, "layers", None), getattr(getattr(decoder, "norm", None), "weight", None)
+    if layers is None or norm is None or len(layers) < config.num_layers or norm.shape != net.norm.weight.shape:
+        return False
+    sources = list(layers)[len(layers) - config.num_layers:]
+    pairs = [_layer_pairs(mine, theirs, config) for mine, theirs in zip(net.layers, sources)]
+    if None in pairs:
+        return False
+    for parameter, weight in [pair for layer in pairs for pair in layer] + [(net.norm.weight, norm)]:
+        parameter.copy_(weight)
+    net.fuse.weight.zero_()
+    net.fuse.weight[:, -config.hidden_size:].copy_(torch.eye(config.hidden_size))
+    net.fuse_norm.weight.copy_(sources[0].input_layernorm.weight)
+    return True

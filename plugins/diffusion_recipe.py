@@ -16,7 +16,7 @@ import torch
 from specmix import Decoder, DecodeSettings, Registry, hookimpl
 from specmix.loading import load_model
 from specmix.plugins.diffusion_drafter import VOCAB_FILE
-from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, tapped_layers
+from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, start_from_target, tapped_layers
 from specmix.plugins.diffusion_training import Example, TrainSettings, frequent_tokens, train
 from specmix.plugins.training_prompts import stored_prompts
 from specmix.target import fingerprint
@@ -67,6 +67,12 @@ def acceptance_by_position(decoder, prompts, tokenizer, max_new_tokens: int) -> 
             "accepted_at_least": {k: reached.get(k, 0) / max(steps, 1) for k in range(1, 16)}}
 
 
+def _rope_theta(config) -> float:
+    """The target's rotary base (transformers 5 keeps it in ``rope_parameters``), so copied layers see the same angles."""
+    parameters = getattr(config, "rope_parameters", None) or {}
+    return float(parameters.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
+
+
 class DiffusionTrainer:
     description = "train a block-diffusion (DFlash-style) drafter for a target on its own responses"
 
@@ -82,12 +88,14 @@ class DiffusionTrainer:
         parser.add_argument("--batch-size", type=int, default=32)
         parser.add_argument("--layers", type=int, default=1)
         parser.add_argument("--block-size", type=int, default=16)
-        parser.add_argument("--steps", type=int, default=6000)
-        parser.add_argument("--lr", type=float, default=6e-4)
-        parser.add_argument("--anchors", type=int, default=8)
-        parser.add_argument("--vocab", type=int, default=None,
-                            help="train the softmax over only this many most frequent response tokens: steps "
-                                 "several times cheaper (default: the whole vocabulary)")
+        parser.add_argument("--steps", type=int, default=4000)
+        parser.add_argument("--lr", type=float, default=1e-3)
+        parser.add_argument("--anchors", type=int, default=32, help="blocks per training sequence and step")
+        parser.add_argument("--vocab", type=int, default=8192,
+                            help="train the softmax over only this many most frequent response tokens, which makes "
+                                 "steps several times cheaper (0: the whole vocabulary)")
+        parser.add_argument("--random-init", action="store_true",
+                            help="start the draft layers at random instead of as copies of the target's last layers")
         parser.add_argument("--seed", type=int, default=0)
 
     def run(self, args) -> int:
@@ -113,10 +121,14 @@ class DiffusionTrainer:
         config = DrafterConfig(hidden_size=hidden, num_layers=args.layers, num_heads=hidden // head_dim,
                                head_dim=head_dim, intermediate_size=model.config.intermediate_size,
                                taps=tapped_layers(model.config.num_hidden_layers, args.layers),
-                               block_size=args.block_size, target=fingerprint(model))
+                               block_size=args.block_size, rope_theta=_rope_theta(model.config),
+                               target=fingerprint(model), anchored_masks=True)
         torch.manual_seed(args.seed)
         net = BlockDrafter(config)
-        settings = TrainSettings(steps=args.steps, lr=args.lr, anchors=args.anchors, seed=args.seed, vocab=args.vocab)
+        if not args.random_init and not start_from_target(net, model):
+            _log("the target's layers are not Llama-style: the draft layers start at random")
+        settings = TrainSettings(steps=args.steps, lr=args.lr, anchors=args.anchors, seed=args.seed,
+                                 vocab=args.vocab or None)
         with tqdm(total=settings.steps, desc="training", unit="step") as bar:
             def progress(step, loss):
                 bar.n = step + 1

@@ -75,7 +75,7 @@ def block_loss(net: BlockDrafter, embed, head, ids: torch.Tensor, tapped: torch.
     context = net.context(features, torch.arange(length))
     blocks, positions, targets, weights = [], [], [], []
     for anchor in anchors:
-        blocks.append(torch.cat([embed(ids[anchor:anchor + 1]), net.mask_embedding.expand(size - 1, -1)]))
+        blocks.append(net.block_inputs(embed(ids[anchor:anchor + 1]), size))
         positions.append(torch.arange(anchor, anchor + size))
         for k in range(size):
             has_target = k >= 1 and anchor + k < length

@@ -11,10 +11,10 @@ from specmix.testing.properties import make_decoder
 NAMES = dict(drafter="diffusion", builder="best-first", selector="budget", verifier="tree")
 
 
-def test_tapped_layers_spread_over_the_target_depth():
-    assert tapped_layers(30, 1) == (15,)
-    assert tapped_layers(30, 5) == (1, 8, 14, 20, 27)
-    assert tapped_layers(36, 5) == (1, 9, 17, 25, 33)
+def test_tapped_layers_spread_over_the_target_depth_up_to_the_input_of_the_copied_layers():
+    assert tapped_layers(30, 1) == (29,)
+    assert tapped_layers(30, 5) == (1, 7, 13, 19, 25)
+    assert tapped_layers(36, 5) == (1, 8, 16, 24, 31)
 
 
 def test_the_feature_cache_follows_the_committed_tokens(registry):

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, head_over, tapped_layers
+from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, head_over, start_from_target, tapped_layers
 from specmix.plugins.diffusion_training import Example, TrainSettings, block_loss, frequent_tokens, learning_rate, train
 from specmix.settings import DecodeSettings
 from specmix.target import fingerprint
@@ -82,3 +82,28 @@ def test_a_restricted_vocabulary_is_the_softmax_over_those_tokens_and_skips_othe
 def test_frequent_tokens_are_counted_in_responses_only():
     examples = [Example(ids=(9, 9, 9, 1, 2, 2), response_start=3), Example(ids=(9, 2, 3, 3, 3, 3), response_start=1)]
     assert frequent_tokens(examples, 2).tolist() == [3, 2]
+
+
+def test_a_drafter_started_from_the_target_reads_the_context_as_the_target_s_last_layer_does():
+    model = tiny_model("llama")  # two query heads share one key/value head
+    net = _net(model)
+    assert start_from_target(net, model)
+    with torch.no_grad():
+        hidden = model(input_ids=torch.arange(2, 12)[None], output_hidden_states=True).hidden_states[net.config.taps[-1]][0]
+        last = model.model.layers[-1]
+        normed = last.input_layernorm(hidden)
+        close = dict(atol=1e-5)  # the drafter's norms compute in float32
+        assert torch.allclose(net.features(hidden), normed, **close)
+        _, values = net.context(net.features(hidden), torch.arange(10))[0]
+        theirs = last.self_attn.v_proj(normed).view(10, 1, 8).transpose(0, 1)
+        assert torch.allclose(values, theirs.expand(2, -1, -1), **close)
+    assert torch.equal(net.norm.weight, model.model.norm.weight)
+
+
+@pytest.mark.parametrize("family", ["qwen2", "qwen3"])  # projection biases; query/key norms
+def test_a_target_whose_layers_differ_from_a_draft_layer_leaves_the_drafter_as_it_was(family):
+    model = tiny_model(family)
+    net = _net(model)
+    before = {name: tensor.clone() for name, tensor in net.state_dict().items()}
+    assert not start_from_target(net, model)
+    assert all(torch.equal(before[name], tensor) for name, tensor in net.state_dict().items())
