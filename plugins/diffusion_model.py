@@ -5,7 +5,9 @@ fused (concatenate, Linear, RMSNorm) and injected into every layer as extra keys
 values, through that layer's own k/v projections. A block ``[bonus, MASK, ..., MASK]``
 attends bidirectionally to itself and to all context features, and one pass gives
 marginals for every masked position. Token embedding and LM head are the target's,
-shared and frozen; the mask embedding is the drafter's own.
+shared and frozen; the mask embedding is the drafter's own. With ``anchored_masks`` each
+mask input also adds the bonus token's embedding, so every position holds the token it
+continues from the start instead of having to learn to fetch it through attention.
 """
 
 from __future__ import annotations
