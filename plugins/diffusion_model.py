@@ -175,7 +175,6 @@ class BlockDrafter(nn.Module):
         return self.norm(hidden)
 
 
-
 def _layer_pairs(mine: DraftLayer, theirs: nn.Module, config: DrafterConfig) -> list | None:
     """(drafter parameter, target weight) pairs for copying a Llama-style target layer; None if it is not one."""
     attention, mlp = getattr(theirs, "self_attn", None), getattr(theirs, "mlp", None)
