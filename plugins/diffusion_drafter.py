@@ -8,19 +8,13 @@ from pathlib import Path
 import torch
 
 from specmix import ConfigurationError, Drafter, Marginals, Method, Proposal, hookimpl
+from specmix.plugins import weights_dir
 from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, head_over, tapped_layers
 
 TRAIN_HINT = "train one with `specmix train diffusion --target MODEL --out DIR` and pass -o drafter.weights=DIR"
 PACKAGED = Path(__file__).parent / "drafters"
 VOCAB_FILE = "vocab.json"
 """Beside a drafter's weights: the token ids of its training responses, most frequent first."""
-
-
-def _packaged_for(fingerprint: str) -> Path | None:
-    for config in sorted(PACKAGED.glob("*/config.json")):
-        if DrafterConfig.from_file(config).target == fingerprint:
-            return config.parent
-    return None
 
 
 class DiffusionDrafter(Drafter):
@@ -63,15 +57,12 @@ class DiffusionDrafter(Drafter):
                 torch.manual_seed(self.seed)
                 self.net = BlockDrafter(config)
         else:
-            directory = Path(self.weights) if self.weights else _packaged_for(fingerprint)
+            directory = (Path(self.weights) if self.weights
+                         else weights_dir.packaged(PACKAGED, DrafterConfig, target=fingerprint))
             if directory is None:
                 raise ConfigurationError(f"no trained diffusion drafter ships for this target ({fingerprint}); {TRAIN_HINT}")
-            config = DrafterConfig.from_file(directory / "config.json")
-            if config.target != fingerprint:
-                raise ConfigurationError(f"the drafter in {directory} was trained for {config.target}, "
-                                         f"not this target ({fingerprint}); {TRAIN_HINT}")
-            self.net = BlockDrafter(config)
-            self.net.load_state_dict(torch.load(directory / "model.pt", map_location="cpu", weights_only=True))
+            config = weights_dir.config_for_target(DrafterConfig, directory, fingerprint, "drafter", TRAIN_HINT)
+            self.net = weights_dir.load_weights(BlockDrafter(config), directory)
         self.net = self.net.to(device=target.device, dtype=target.dtype).eval().requires_grad_(False)
         self.embed, self.head = model.get_input_embeddings(), model.get_output_embeddings()
         self.draft_ids, self.draft_head = None, self.head

@@ -12,7 +12,6 @@ continues from the start instead of having to learn to fetch it through attentio
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -20,6 +19,8 @@ import attrs
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from specmix.plugins import weights_dir
 
 
 def tapped_layers(target_layers: int, draft_layers: int) -> tuple[int, ...]:
@@ -64,13 +65,6 @@ class DrafterConfig:
     """A fingerprint of the target the drafter was trained for (see :func:`specmix.target.fingerprint`)."""
     anchored_masks: bool = False
     """Every mask position also carries the block's first token's embedding, not only through attention."""
-
-    def to_json(self) -> str:
-        return json.dumps(attrs.asdict(self), indent=1)
-
-    @classmethod
-    def from_file(cls, path: Path) -> DrafterConfig:
-        return cls(**json.loads(Path(path).read_text()))
 
 
 class RMSNorm(nn.Module):
@@ -145,12 +139,8 @@ class BlockDrafter(nn.Module):
                 nn.init.normal_(module.weight, std=1 / math.sqrt(module.in_features))
 
     def save(self, directory: Path) -> None:
-        """``config.json`` and ``model.pt`` (the trainable weights only), as the drafter plugin loads them."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "config.json").write_text(self.config.to_json())
-        torch.save({name: tensor.detach().cpu().float() for name, tensor in self.state_dict().items()},
-                   directory / "model.pt")
+        """The config and the trainable weights only, as the drafter plugin loads them."""
+        weights_dir.save(self, self.config, directory)
 
     def block_inputs(self, first: torch.Tensor, size: int) -> torch.Tensor:
         """Inputs ``[size, D]`` of a block that starts with the embedding ``first [1, D]``, followed by masks."""

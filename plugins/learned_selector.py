@@ -7,19 +7,12 @@ from pathlib import Path
 import torch
 
 from specmix import ConfigurationError, Method, Selector, hookimpl
+from specmix.plugins import weights_dir
 from specmix.plugins.taps_scorer import Scorer, ScorerConfig, edge_inputs, log_reach
 from specmix.selection import most_reached
 
 PACKAGED = Path(__file__).parent / "scorers"
 TRAIN_HINT = "train one with `specmix train scorer --target MODEL --drafter NAME` and pass -o selector.weights=DIR"
-
-
-def _packaged_for(fingerprint: str, drafter: str) -> Path | None:
-    for config in sorted(PACKAGED.glob("*/config.json")):
-        found = ScorerConfig.from_file(config)
-        if found.target == fingerprint and found.drafter == drafter:
-            return config.parent
-    return None
 
 
 class LearnedSelector(Selector):
@@ -53,15 +46,13 @@ class LearnedSelector(Selector):
         if self.random_init:
             self.scorer = None  # built on first use, when the drafter's feature width is known
             return
-        directory = Path(self.weights) if self.weights else _packaged_for(target.fingerprint, self.drafter)
+        directory = (Path(self.weights) if self.weights
+                     else weights_dir.packaged(PACKAGED, ScorerConfig, target=target.fingerprint, drafter=self.drafter))
         if directory is None:
             raise ConfigurationError(f"no trained scorer ships for this target ({target.fingerprint}) and drafter "
                                      f"'{self.drafter}'; {TRAIN_HINT}")
-        config = ScorerConfig.from_file(directory / "config.json")
-        if config.target != target.fingerprint:
-            raise ConfigurationError(f"the scorer in {directory} was trained for {config.target}, "
-                                     f"not this target ({target.fingerprint}); {TRAIN_HINT}")
-        self.scorer = Scorer.load(directory)
+        config = weights_dir.config_for_target(ScorerConfig, directory, target.fingerprint, "scorer", TRAIN_HINT)
+        self.scorer = Scorer.load(directory, config)
 
     def select(self, tree, proposal, ctx):
         if tree.size == 1:

@@ -12,12 +12,13 @@ any drafter.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import attrs
 import torch
 from torch import nn
+
+from specmix.plugins import weights_dir
 
 EDGE_STATS = 6  # child log-prob, cumulative log-prob, and the position's top-1 log-prob, entropy, margin, top-K mass
 SLOT_STATS = 5  # the parent's cumulative log-prob and the next position's top-1 log-prob, entropy, margin, top-K mass
@@ -33,13 +34,6 @@ class ScorerConfig:
     drafter: str = "diffusion"
     labels: str = "argmax"
     target: str = ""
-
-    def to_json(self) -> str:
-        return json.dumps(attrs.asdict(self), indent=1)
-
-    @classmethod
-    def from_file(cls, path: Path) -> ScorerConfig:
-        return cls(**json.loads(Path(path).read_text()))
 
 
 @attrs.frozen
@@ -105,17 +99,12 @@ class Scorer(nn.Module):
         self.other = _mlp(2 * width + SLOT_STATS + extra, config.hidden)
 
     def save(self, directory: Path) -> None:
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "config.json").write_text(self.config.to_json())
-        torch.save({name: tensor.detach().cpu().float() for name, tensor in self.state_dict().items()},
-                   directory / "model.pt")
+        weights_dir.save(self, self.config, directory)
 
     @classmethod
-    def load(cls, directory: Path) -> Scorer:
-        scorer = cls(ScorerConfig.from_file(Path(directory) / "config.json"))
-        scorer.load_state_dict(torch.load(Path(directory) / "model.pt", map_location="cpu", weights_only=True))
-        return scorer.eval()
+    def load(cls, directory: Path, config: ScorerConfig | None = None) -> Scorer:
+        config = config or weights_dir.read_config(ScorerConfig, directory)
+        return weights_dir.load_weights(cls(config), directory).eval()
 
     def conditional_logprobs(self, inputs: EdgeInputs, embedding: nn.Embedding) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probabilities that the target continues each node's parent with it ``[N]`` (0 at the root),

@@ -1,0 +1,55 @@
+"""A trained module's directory: ``config.json`` (an attrs config naming its target) beside ``model.pt``.
+
+The diffusion drafter and the TAPS scorer are both stored this way, in the package for the
+default model and wherever a user trains one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import attrs
+import torch
+from torch import nn
+
+from specmix import ConfigurationError
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.pt"
+
+
+def save(module: nn.Module, config, directory: Path) -> None:
+    """Writes ``config`` and the module's weights (fp32, on the CPU)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / CONFIG_FILE).write_text(json.dumps(attrs.asdict(config), indent=1))
+    torch.save({name: tensor.detach().cpu().float() for name, tensor in module.state_dict().items()},
+               directory / WEIGHTS_FILE)
+
+
+def read_config(config_type: type, directory: Path):
+    return config_type(**json.loads((Path(directory) / CONFIG_FILE).read_text()))
+
+
+def load_weights(module: nn.Module, directory: Path) -> nn.Module:
+    module.load_state_dict(torch.load(Path(directory) / WEIGHTS_FILE, map_location="cpu", weights_only=True))
+    return module
+
+
+def packaged(root: Path, config_type: type, **wanted) -> Path | None:
+    """The first directory under ``root`` whose config has every ``wanted`` field value, if any."""
+    for config in sorted(Path(root).glob(f"*/{CONFIG_FILE}")):
+        found = read_config(config_type, config.parent)
+        if all(getattr(found, field) == value for field, value in wanted.items()):
+            return config.parent
+    return None
+
+
+def config_for_target(config_type: type, directory: Path, fingerprint: str, what: str, hint: str):
+    """The config in ``directory``, which must name the target ``fingerprint``; else a clear error."""
+    config = read_config(config_type, directory)
+    if config.target != fingerprint:
+        raise ConfigurationError(f"the {what} in {directory} was trained for {config.target}, "
+                                 f"not this target ({fingerprint}); {hint}")
+    return config
