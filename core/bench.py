@@ -30,9 +30,18 @@ class BenchPrompt:
 
 @attrs.frozen
 class Run:
-    tokens: tuple[int, ...]
+    """One method's output for one prompt. Step counts exist for specmix methods only; the
+    per-step fields are missing from journals written before they were recorded."""
+
+    tokens: tuple[int, ...] = attrs.field(converter=tuple)
     seconds: float
     steps: int | None
+    accepted: tuple[int, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
+    """Drafted tokens the target accepted, per step."""
+    verified: tuple[int, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
+    """Positions each step's verification forward ran: the tree, root included, and any riders."""
+    draft_s: float | None = None
+    """Seconds spent drafting, building and selecting trees, over all steps."""
 
 
 def parse_method(spec: str) -> tuple[str, dict, dict]:
@@ -113,7 +122,7 @@ def _hf_runner(model, settings: DecodeSettings, lookup: bool) -> Callable[[list[
         out = model.generate(torch.tensor([ids], device=model.device), attention_mask=torch.ones(1, len(ids), dtype=torch.long,
                              device=model.device), max_new_tokens=max_new_tokens, **sampling, **extra)
         seconds = time.perf_counter() - start
-        return Run(tuple(out[0, len(ids):].tolist()), seconds, None)
+        return Run(out[0, len(ids):].tolist(), seconds, None)
 
     return run
 
@@ -121,7 +130,9 @@ def _hf_runner(model, settings: DecodeSettings, lookup: bool) -> Callable[[list[
 def _specmix_runner(decoder, settings: DecodeSettings) -> Callable[[list[int], int], Run]:
     def run(ids: list[int], max_new_tokens: int) -> Run:
         generation = decoder.generate(ids, attrs.evolve(settings, max_new_tokens=max_new_tokens))
-        return Run(generation.tokens, generation.seconds, len(generation.steps))
+        steps = generation.steps
+        return Run(generation.tokens, generation.seconds, len(steps), tuple(s.accepted for s in steps),
+                   tuple(s.tree_size + s.riders for s in steps), sum(s.draft_s + s.build_s + s.select_s for s in steps))
 
     return run
 
@@ -141,6 +152,23 @@ def _summary(runs: Sequence[Run], references: Sequence[Run] | None, hf_rate: flo
         "identical_rate": identical,
         "tokens": tokens,
         "seconds": seconds,
+        **_step_profile(runs),
+    }
+
+
+def _step_profile(runs: Sequence[Run]) -> dict:
+    """Where the time and the acceptance go, when every run recorded its steps: the share of
+    steps accepting at least k drafted tokens (k = 1, 2, ...), positions verified per step, and
+    the share of time spent drafting (with building and selecting)."""
+    if any(r.accepted is None or r.verified is None or r.draft_s is None for r in runs):
+        return {}
+    accepted = [a for r in runs for a in r.accepted]
+    verified = [v for r in runs for v in r.verified]
+    deepest = max(accepted, default=0)
+    return {
+        "accepted_at_least": [sum(a >= k for a in accepted) / max(len(accepted), 1) for k in range(1, deepest + 1)],
+        "verified_per_step": sum(verified) / max(len(verified), 1),
+        "draft_share": sum(r.draft_s for r in runs) / max(sum(r.seconds for r in runs), 1e-9),
     }
 
 
@@ -149,8 +177,7 @@ def _read_journal(path: Path) -> tuple[dict, dict[int, dict[str, Run]]]:
     lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     if not lines:
         raise ConfigurationError(f"{path} is empty")
-    return lines[0], {line["index"]: {name: Run(tuple(run["tokens"]), run["seconds"], run["steps"])
-                                      for name, run in line["runs"].items()} for line in lines[1:]}
+    return lines[0], {line["index"]: {name: Run(**run) for name, run in line["runs"].items()} for line in lines[1:]}
 
 
 def _journal(out: Path, header: dict, resume: bool) -> dict[int, dict[str, Run]]:
@@ -301,6 +328,17 @@ def markdown(report: dict) -> str:
             cell = row["by_category"][category]
             cells.append(f"{_fmt(cell['speedup_vs_hf'], '{:.2f}x')} ({_fmt(cell['tau'], '{:.2f}')})")
         lines.append(f"| {category} | " + " | ".join(cells) + " |")
+    profiled = {name: row for name, row in methods.items() if "accepted_at_least" in row}
+    if profiled:
+        depths = range(1, 1 + min(8, max(len(row["accepted_at_least"]) for row in profiled.values())))
+        lines += ["", "Per step: positions verified, share of time drafting, and share of steps accepting at least "
+                  "k drafted tokens:", "",
+                  "| method | verified | drafting | " + " | ".join(f"≥{k}" for k in depths) + " |",
+                  "|---" * (3 + len(depths)) + "|"]
+        for name, row in profiled.items():
+            shares = [row["accepted_at_least"][k - 1] if k <= len(row["accepted_at_least"]) else 0.0 for k in depths]
+            lines.append(f"| {name} | {row['verified_per_step']:.1f} | {row['draft_share']:.0%} | "
+                         + " | ".join(f"{share:.3f}" for share in shares) + " |")
     return "\n".join(lines) + "\n"
 
 

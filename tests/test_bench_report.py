@@ -38,6 +38,23 @@ def test_a_partial_report_covers_the_finished_prompts_and_says_so(journal):
     assert "Partial: 2 of the run's 3 prompts" in journal.with_suffix(".md").read_text()
     assert json.loads(journal.read_text())["of"] == 3
     assert journal.with_suffix(".png").exists()
+    assert "accepted_at_least" not in vanilla  # these runs recorded no per-step counts
+
+
+def test_per_step_counts_give_acceptance_by_depth_and_the_drafting_share(journal):
+    path = journal.with_suffix(".runs.jsonl")
+    header, *finished = [json.loads(line) for line in path.read_text().splitlines()]
+    profiles = [{"accepted": [3, 0], "verified": [8, 8], "draft_s": 0.25},
+                {"accepted": [1, 0, 0, 1], "verified": [8, 2, 2, 4], "draft_s": 0.5}]
+    for line, profile in zip(finished, profiles):
+        line["runs"]["vanilla"].update(profile)
+    path.write_text("".join(json.dumps(line) + "\n" for line in [header, *finished]))
+
+    vanilla = report_journal(journal)["methods"]["vanilla"]
+    assert vanilla["accepted_at_least"] == pytest.approx([3 / 6, 1 / 6, 1 / 6])
+    assert vanilla["verified_per_step"] == pytest.approx(32 / 6)
+    assert vanilla["draft_share"] == pytest.approx(0.75 / 2.0)
+    assert "| vanilla | 5.3 | 38% | 0.500 | 0.167 | 0.167 |" in journal.with_suffix(".md").read_text()
 
 
 def test_report_only_from_the_command_line(journal, capsys):
