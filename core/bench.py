@@ -157,18 +157,20 @@ def _summary(runs: Sequence[Run], references: Sequence[Run] | None, hf_rate: flo
 
 
 def _step_profile(runs: Sequence[Run]) -> dict:
-    """Where the time and the acceptance go, when every run recorded its steps: the share of
-    steps accepting at least k drafted tokens (k = 1, 2, ...), positions verified per step, and
-    the share of time spent drafting (with building and selecting)."""
-    if any(r.accepted is None or r.verified is None or r.draft_s is None for r in runs):
+    """Where the time and the acceptance go, over the runs that recorded their steps: the share
+    of steps accepting at least k drafted tokens (k = 1, 2, ...), positions verified per step,
+    and the share of time spent drafting (with building and selecting)."""
+    recorded = [r for r in runs if r.accepted is not None and r.verified is not None and r.draft_s is not None]
+    if not recorded:
         return {}
-    accepted = [a for r in runs for a in r.accepted]
-    verified = [v for r in runs for v in r.verified]
-    deepest = max(accepted, default=0)
+    accepted = [a for r in recorded for a in r.accepted]
+    verified = [v for r in recorded for v in r.verified]
+    steps = max(len(accepted), 1)
     return {
-        "accepted_at_least": [sum(a >= k for a in accepted) / max(len(accepted), 1) for k in range(1, deepest + 1)],
-        "verified_per_step": sum(verified) / max(len(verified), 1),
-        "draft_share": sum(r.draft_s for r in runs) / max(sum(r.seconds for r in runs), 1e-9),
+        "profiled_runs": len(recorded),
+        "accepted_at_least": [sum(a >= k for a in accepted) / steps for k in range(1, max(accepted, default=0) + 1)],
+        "verified_per_step": sum(verified) / steps,
+        "draft_share": sum(r.draft_s for r in recorded) / max(sum(r.seconds for r in recorded), 1e-9),
     }
 
 
@@ -331,8 +333,10 @@ def markdown(report: dict) -> str:
     profiled = {name: row for name, row in methods.items() if "accepted_at_least" in row}
     if profiled:
         depths = range(1, 1 + min(8, max(len(row["accepted_at_least"]) for row in profiled.values())))
-        lines += ["", "Per step: positions verified, share of time drafting, and share of steps accepting at least "
-                  "k drafted tokens:", "",
+        covered = max(row["profiled_runs"] for row in profiled.values())
+        over = "" if covered == report["prompts"] else f" (over the {covered} prompts whose steps were recorded)"
+        lines += ["", f"Per step{over}: positions verified, share of time drafting, and share of steps accepting "
+                  "at least k drafted tokens:", "",
                   "| method | verified | drafting | " + " | ".join(f"≥{k}" for k in depths) + " |",
                   "|---" * (3 + len(depths)) + "|"]
         for name, row in profiled.items():

@@ -54,7 +54,22 @@ def test_per_step_counts_give_acceptance_by_depth_and_the_drafting_share(journal
     assert vanilla["accepted_at_least"] == pytest.approx([3 / 6, 1 / 6, 1 / 6])
     assert vanilla["verified_per_step"] == pytest.approx(32 / 6)
     assert vanilla["draft_share"] == pytest.approx(0.75 / 2.0)
-    assert "| vanilla | 5.3 | 38% | 0.500 | 0.167 | 0.167 |" in journal.with_suffix(".md").read_text()
+    table = journal.with_suffix(".md").read_text()
+    assert "| vanilla | 5.3 | 38% | 0.500 | 0.167 | 0.167 |" in table
+    assert "over the" not in table
+
+
+def test_acceptance_by_depth_covers_only_the_prompts_that_recorded_steps(journal):
+    path = journal.with_suffix(".runs.jsonl")
+    header, first, second = [json.loads(line) for line in path.read_text().splitlines()]
+    second["runs"]["vanilla"].update({"accepted": [2, 1, 0, 0], "verified": [4, 4, 4, 4], "draft_s": 0.5})
+    path.write_text("".join(json.dumps(line) + "\n" for line in [header, first, second]))
+
+    vanilla = report_journal(journal)["methods"]["vanilla"]
+    assert vanilla["profiled_runs"] == 1
+    assert vanilla["accepted_at_least"] == pytest.approx([0.5, 0.25])
+    assert vanilla["draft_share"] == pytest.approx(0.5)
+    assert "over the 1 prompts whose steps were recorded" in journal.with_suffix(".md").read_text()
 
 
 def test_report_only_from_the_command_line(journal, capsys):
