@@ -119,7 +119,7 @@ def report_journal(out="bench.json") -> dict:
     finished = sorted(done)
     results = {name: [done[index][name] for index in finished] for name in header["methods"]}
     report = build_report(header["methods"], [questions[index] for index in finished], results,
-                     DecodeSettings(**header["settings"]), of=len(questions))
+                          DecodeSettings(**header["settings"]), of=len(questions))
     write_reports(report, out)
     return report
 
