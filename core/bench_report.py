@@ -106,13 +106,14 @@ def markdown(report: dict) -> str:
         lines.append(f"| {name} | {row['tokens_per_s']:.2f} | {_fmt(row['speedup_vs_hf'], '{:.2f}x')} | "
                      f"{_fmt(row['tau'], '{:.2f}')} | {_fmt(row['identical_rate'], '{:.2f}')} |")
     categories = list(next(iter(methods.values()))["by_category"])
-    lines += ["", "Speedup vs hf (τ) per category:", "",
+    lines += ["", "Speedup vs hf (τ; identical rate) per category:", "",
               "| category | " + " | ".join(methods) + " |", "|---" * (len(methods) + 1) + "|"]
     for category in categories:
         cells = []
         for row in methods.values():
             cell = row["by_category"][category]
-            cells.append(f"{_fmt(cell['speedup_vs_hf'], '{:.2f}x')} ({_fmt(cell['tau'], '{:.2f}')})")
+            cells.append(f"{_fmt(cell['speedup_vs_hf'], '{:.2f}x')} ({_fmt(cell['tau'], '{:.2f}')}; "
+                         f"{_fmt(cell['identical_rate'], '{:.2f}')})")
         lines.append(f"| {category} | " + " | ".join(cells) + " |")
     profiled = {name: row for name, row in methods.items() if "accepted_at_least" in row}
     if profiled:

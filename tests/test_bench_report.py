@@ -35,7 +35,9 @@ def test_a_partial_report_covers_the_finished_prompts_and_says_so(journal):
     assert vanilla["tau"] == pytest.approx(8 / 6)
     assert vanilla["identical_rate"] == 0.5
     assert list(vanilla["by_category"]) == ["math"]  # no coding prompt has finished
-    assert "Partial: 2 of the run's 3 prompts" in journal.with_suffix(".md").read_text()
+    table = journal.with_suffix(".md").read_text()
+    assert "Partial: 2 of the run's 3 prompts" in table
+    assert "| math | 1.00x (–; 1.00) | 2.00x (1.33; 0.50) |" in table
     assert json.loads(journal.read_text())["of"] == 3
     assert journal.with_suffix(".png").exists()
     assert "accepted_at_least" not in vanilla  # these runs recorded no per-step counts
