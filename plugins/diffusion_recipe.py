@@ -88,7 +88,7 @@ class DiffusionTrainer:
         parser.add_argument("--batch-size", type=int, default=32)
         parser.add_argument("--layers", type=int, default=1)
         parser.add_argument("--block-size", type=int, default=16)
-        parser.add_argument("--steps", type=int, default=6000)
+        parser.add_argument("--steps", type=int, default=12000)
         parser.add_argument("--lr", type=float, default=1e-3)
         parser.add_argument("--anchors", type=int, default=32, help="blocks per training sequence and step")
         parser.add_argument("--vocab", type=int, default=8192,
