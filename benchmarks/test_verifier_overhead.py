@@ -11,7 +11,7 @@ import torch
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
 from specmix import Decoder, DecodeSettings, Registry, Target, TokenTree
-from specmix.plugins.tree_verifier import TreeVerifier
+from specmix.plugins.basic.tree_verifier import TreeVerifier
 from specmix.values import Proposal, StepContext
 
 CONTEXT = 256
@@ -61,7 +61,7 @@ def test_tree_verifier(benchmark, model, n):
         target = _filled_target(model)
         tokens = torch.randint(8192, (CONTEXT + 1,))
         tokens[-1] = 1
-        ctx = StepContext(0, tokens, DecodeSettings(), 8192, n, None, None)
+        ctx = StepContext(step=0, tokens=tokens, settings=DecodeSettings(), vocab_size=8192, max_depth=n)
         return (target, ctx), {}
 
     def run(target, ctx):

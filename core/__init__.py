@@ -1,5 +1,14 @@
-"""specmix: lossless speculative decoding in which every part is a plugin."""
+"""specmix: lossless speculative decoding in which every part is a plugin.
 
+The import package ``specmix`` is the source folder ``core/``: ``specmix.engine`` is
+``core/engine.py``, ``specmix.testing`` is ``core/testing/``. The built-in plugins,
+``specmix.plugins``, are the folder ``plugins/`` (one subpackage per method family).
+Start with :func:`load` (names in, a decoder out), the interfaces in
+:mod:`specmix.interfaces` and the hooks in :mod:`specmix.hookspecs`.
+"""
+
+from specmix.api import load
+from specmix.capabilities import Capability
 from specmix.composition import Composition, Method
 from specmix.cost import CostCurve
 from specmix.engine import Decoder
@@ -12,16 +21,17 @@ from specmix.errors import (
     UnknownComponentError,
 )
 from specmix.hookspecs import hookimpl
-from specmix.interfaces import Drafter, Selector, TreeBuilder, Verifier
+from specmix.interfaces import Drafter, Selector, Trainer, TreeBuilder, Verifier
 from specmix.registry import Registry
+from specmix.selection import ReachSelector
 from specmix.settings import DecodeSettings
 from specmix.target import Target
 from specmix.tree import TokenTree
 from specmix.values import Generation, Marginals, Proposal, Riders, Step, StepContext, StepStats, Verdict
 
 __all__ = [
-    "Composition", "CompositionError", "ConfigurationError", "CostCurve", "DecodeSettings", "Decoder", "Drafter",
-    "Generation", "MalformedTreeError", "Marginals", "Method", "PluginError", "Proposal", "Registry", "Riders",
-    "Selector", "SpecmixError", "Step", "StepContext", "StepStats", "Target", "TokenTree", "TreeBuilder",
-    "UnknownComponentError", "Verdict", "Verifier", "hookimpl",
+    "Capability", "Composition", "CompositionError", "ConfigurationError", "CostCurve", "DecodeSettings", "Decoder",
+    "Drafter", "Generation", "MalformedTreeError", "Marginals", "Method", "PluginError", "Proposal", "ReachSelector",
+    "Registry", "Riders", "Selector", "SpecmixError", "Step", "StepContext", "StepStats", "Target", "TokenTree",
+    "Trainer", "TreeBuilder", "UnknownComponentError", "Verdict", "Verifier", "hookimpl", "load",
 ]

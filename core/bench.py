@@ -12,8 +12,8 @@ import torch
 
 from specmix.bench_prompts import load_prompts
 from specmix.bench_report import Run, build_report, write_reports
-from specmix.composition import KINDS
 from specmix.errors import ConfigurationError
+from specmix.options import parse_assignment
 from specmix.settings import DecodeSettings
 from specmix.text import encode
 
@@ -34,20 +34,14 @@ def parse_method(spec: str) -> tuple[str, dict, dict]:
         if not rest.endswith("]"):
             raise ConfigurationError(f"method {spec!r}: options go in brackets, e.g. ptd[drafter.max_riders=4]")
         for item in filter(None, rest[:-1].split(",")):
-            path, _, raw = item.partition("=")
-            kind, _, key = path.partition(".")
-            if not raw:
-                raise ConfigurationError(f"method {spec!r}: items look like kind=plugin or kind.key=value")
-            if kind not in KINDS:
-                raise ConfigurationError(f"method {spec!r}: {kind!r} is not a kind; kinds are {', '.join(KINDS)}")
-            if not key:
-                components[kind] = raw
-                continue
             try:
-                value = json.loads(raw)
-            except json.JSONDecodeError:
-                value = raw
-            options.setdefault(kind, {})[key] = value
+                kind, key, value = parse_assignment(item)
+            except ConfigurationError as exc:
+                raise ConfigurationError(f"method {spec!r}: {exc}") from None
+            if key is None:
+                components[kind] = value
+            else:
+                options.setdefault(kind, {})[key] = value
     return name, components, options
 
 

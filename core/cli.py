@@ -10,22 +10,18 @@ import time
 
 from specmix.composition import KINDS
 from specmix.errors import ConfigurationError, SpecmixError
+from specmix.options import parse_assignment
 from specmix.settings import DecodeSettings
 
 
 def _option(text: str) -> tuple[str, str, object]:
-    """``kind.key=value``; the value is read as JSON when it parses (numbers, true, null), else kept as text."""
+    """``kind.key=value`` for ``-o``; the value is read as JSON when it parses (numbers, true, null), else kept as text."""
     try:
-        path, raw = text.split("=", 1)
-        kind, key = path.split(".", 1)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"options look like selector.budget=8, not {text!r}") from None
-    if kind not in KINDS:
-        raise argparse.ArgumentTypeError(f"option {text!r}: kind must be one of {', '.join(KINDS)}")
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        value = raw
+        kind, key, value = parse_assignment(text)
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if key is None:
+        raise argparse.ArgumentTypeError(f"options look like selector.budget=8, not {text!r}")
     return kind, key, value
 
 
@@ -59,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     generate = commands.add_parser("generate", help="generate text from a prompt")
     generate.add_argument("prompt")
     _add_model_arguments(generate)
-    generate.add_argument("--method", help="a named method (see `specmix methods`; default: vanilla)")
+    generate.add_argument("--method", help="a named method (see `specmix methods`; default: the installed default)")
     for kind in KINDS:
         generate.add_argument(f"--{kind}", help=f"a {kind} by name, overriding the method's")
     generate.add_argument("-o", "--option", dest="options", action="append", type=_option, metavar="KIND.KEY=VALUE",
@@ -94,17 +90,19 @@ def _parser() -> argparse.ArgumentParser:
     recipes = train.add_subparsers(dest="recipe", required=True, metavar="RECIPE")
     from specmix.registry import Registry
 
-    for name, registration in sorted(Registry.load().entries["trainer"].items()):
-        recipe = recipes.add_parser(name, help=getattr(registration.factory, "description", ""))
-        recipe.set_defaults(trainer=registration.factory)
-        registration.factory.add_arguments(recipe)
+    registry = Registry.load()
+    for name in registry.names("trainer"):
+        trainer = registry.trainer(name)
+        recipe = recipes.add_parser(name, help=trainer.description)
+        recipe.set_defaults(trainer=trainer)
+        trainer.add_arguments(recipe)
 
     return parser
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
     try:
+        args = _parser().parse_args(argv)
         commands = {"generate": _generate, "plugins": _plugins, "methods": _methods, "bench": _bench,
                     "train": lambda args: args.trainer.run(args)}
         return commands[args.command](args)
@@ -119,13 +117,12 @@ def _settings(args, **extra) -> DecodeSettings:
 
 
 def _generate(args) -> int:
-    from specmix.engine import Decoder
+    from specmix.api import load
 
     components = {kind: getattr(args, kind) for kind in KINDS if getattr(args, kind)}
-    method = args.method or (None if len(components) == len(KINDS) else "vanilla")
     settings = _settings(args, stop_ids=tuple(args.stop_ids) if args.stop_ids else None)
-    decoder = Decoder.from_pretrained(args.model, method, dtype=args.dtype, cache=args.cache_dir, device=args.device,
-                                      options=_options(args.options), **components)
+    decoder = load(args.model, args.method, dtype=args.dtype, cache=args.cache_dir, device=args.device,
+                   options=_options(args.options), **components)
     chat = False if args.no_chat else None
     if args.stream:
         decoder.prepare()
@@ -165,7 +162,7 @@ def _methods(args) -> int:
         registration = registry.get("method", name)
         method = registration.factory
         parts = " + ".join(f"{kind} {getattr(method, kind)}" for kind in KINDS)
-        print(f"{name}: {parts}  [plugin {registration.plugin}]")
+        print(f"{name}: {parts}  [plugin {registration.plugin}]{'  (default)' if method.default else ''}")
         if method.options:
             print(f"    options: {json.dumps(method.options)}")
         if method.description:

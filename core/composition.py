@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 
 import attrs
 
 from specmix.errors import CompositionError, ConfigurationError, PluginError
-from specmix.interfaces import ENGINE_PROVIDES, Component
+from specmix.interfaces import Component, Drafter, Selector, TreeBuilder, Verifier
 
 KINDS = ("drafter", "builder", "selector", "verifier")
 
@@ -18,7 +19,10 @@ def _options(value) -> Mapping:
 
 @attrs.frozen
 class Method:
-    """A named preset: one component of each kind, with options per kind."""
+    """A named preset: one component of each kind, with options per kind.
+
+    ``default`` marks the method that runs when a caller names none (one per installation).
+    """
 
     name: str
     drafter: str
@@ -27,6 +31,7 @@ class Method:
     verifier: str
     options: Mapping[str, Mapping] = attrs.field(factory=dict, converter=_options, eq=False)
     description: str = ""
+    default: bool = False
 
     def __attrs_post_init__(self):
         unknown = set(self.options) - set(KINDS)
@@ -43,19 +48,20 @@ class Slot:
     plugin: str
     component: Component = attrs.field(eq=False)
 
-    def call(self, method: str, *args):
-        """Call ``component.method(*args)``; an exception reaches the user with this plugin's name."""
+    @contextlib.contextmanager
+    def blame(self, call: str) -> Iterator[None]:
+        """Run a call into this component: an exception reaches the user with this plugin's name."""
         try:
-            return getattr(self.component, method)(*args)
+            yield
         except PluginError:
             raise
         except Exception as exc:
-            raise PluginError(
-                f"{self.kind} '{self.name}' from plugin '{self.plugin}' failed in {method}(): "
-                f"{type(exc).__name__}: {exc}",
-                plugin=self.plugin,
-                component=self.name,
-            ) from exc
+            raise self.error(f"failed in {call}(): {type(exc).__name__}: {exc}") from exc
+
+    def error(self, problem: str) -> PluginError:
+        """A :class:`PluginError` saying that this component ``problem``."""
+        return PluginError(f"{self.describe()} from plugin '{self.plugin}' {problem}", plugin=self.plugin,
+                           component=self.name)
 
     def describe(self) -> str:
         return f"{self.kind} '{self.name}'"
@@ -81,8 +87,14 @@ class Composition:
     def label(self) -> str:
         return "+".join(slot.name for slot in self.slots)
 
-    def consumes(self, capability: str) -> bool:
-        return any(capability in slot.component.consumes for slot in self.slots)
+    @property
+    def needs_cost_curve(self) -> bool:
+        return any(slot.component.needs_cost_curve for slot in self.slots)
+
+    @property
+    def parts(self) -> tuple[Drafter, TreeBuilder, Selector, Verifier]:
+        """The components themselves, in step order."""
+        return tuple(slot.component for slot in self.slots)
 
 
 def check_fit(slots: tuple[Slot, ...]) -> None:
@@ -94,11 +106,14 @@ def check_fit(slots: tuple[Slot, ...]) -> None:
     verifier = slots[-1]
     for position, slot in enumerate(slots):
         upstream = [verifier] if slot is drafter else list(slots[:position])
-        available = set(ENGINE_PROVIDES).union(*(s.component.produces for s in upstream))
+        available = set().union(*(s.component.produces for s in upstream))
         missing = set(slot.component.consumes) - available
         if missing:
-            offers = "; ".join(f"{s.describe()} produces {sorted(s.component.produces) or 'nothing'}" for s in upstream)
+            offers = "; ".join(f"{s.describe()} produces {_names(s.component.produces) or 'nothing'}" for s in upstream)
             raise CompositionError(
-                f"{slot.describe()} needs {sorted(missing)}, which nothing before it provides ({offers})"
+                f"{slot.describe()} needs {_names(missing)}, which nothing before it provides ({offers})"
             )
 
+
+def _names(capabilities) -> list[str]:
+    return sorted(str(c) for c in capabilities)

@@ -1,27 +1,30 @@
-"""The decoding loop: prefill, then propose → build → select → verify → commit → observe."""
+"""The decoding loop: prefill, then (propose → build → select → verify → commit → observe) per step."""
 
 from __future__ import annotations
 
 import itertools
-import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
-import attrs
 import torch
 
-from specmix.composition import Composition, Slot
+from specmix import contract
+from specmix.clock import StepClock
+from specmix.composition import Composition
 from specmix.cost import CostCurve, cost_curve_for
-from specmix.errors import ConfigurationError, PluginError
+from specmix.errors import ConfigurationError
 from specmix.settings import DecodeSettings
 from specmix.target import Target
 from specmix.text import Prompt, TextStream, encode
-from specmix.tree import TokenTree
-from specmix.values import Generation, Proposal, Step, StepContext, StepStats
+from specmix.values import Generation, Proposal, Step, StepContext, StepStats, Verdict
 
 
 class Decoder:
-    """Lossless speculative decoding of one HF decoder model with one composition of plugins."""
+    """Lossless speculative decoding of one HF decoder model with one composition of plugins.
+
+    Build one from a registry's composition (``Decoder(model, Registry.load().compose("ngram"))``)
+    or let :func:`specmix.load` resolve names and load the model.
+    """
 
     def __init__(self, model, composition: Composition, *, tokenizer=None, cost_curve: CostCurve | None = None,
                  static: bool | None = None):
@@ -31,56 +34,10 @@ class Decoder:
         self.composition = composition
         self._cost_curve = cost_curve
         for slot in composition.slots:
-            slot.call("attach", self.target)
-        self.target.check_layers(composition.drafter.component.hidden_layers)
-
-    @classmethod
-    def compose(
-        cls,
-        model,
-        method: str | None = None,
-        *,
-        registry=None,
-        options: Mapping[str, Mapping] | None = None,
-        cost_curve: CostCurve | None = None,
-        **components: str,
-    ) -> Decoder:
-        """A decoder for ``model`` from a method name and/or component names (``drafter="ngram"``, ...)."""
-        from specmix.registry import Registry
-
-        registry = registry or Registry.load()
-        return cls(model, registry.compose(method, options=options, **components), cost_curve=cost_curve)
-
-    @classmethod
-    def from_pretrained(
-        cls,
-        model=None,
-        method: str | None = "vanilla",
-        *,
-        tokenizer=None,
-        dtype: str = "float32",
-        cache: str | None = None,
-        device: str | None = None,
-        registry=None,
-        options: Mapping[str, Mapping] | None = None,
-        cost_curve: CostCurve | None = None,
-        static: bool | None = None,
-        **components: str,
-    ) -> Decoder:
-        """A decoder with text in and out.
-
-        ``model`` is an HF id, a local directory or ``.gguf`` file, an already loaded model
-        (then pass its ``tokenizer``), or None for the embedded default model
-        (SmolLM2-135M-Instruct, converted once into the cache directory).
-        """
-        from specmix.loading import load_model
-        from specmix.registry import Registry
-
-        if model is None or isinstance(model, (str, os.PathLike)):
-            model, tokenizer = load_model(model, dtype=dtype, cache=cache, device=device)
-        registry = registry or Registry.load()
-        composition = registry.compose(method, options=options, **components)
-        return cls(model, composition, tokenizer=tokenizer, cost_curve=cost_curve, static=static)
+            with slot.blame("attach"):
+                slot.component.attach(self.target)
+        self.layers = tuple(composition.drafter.component.hidden_layers)
+        self.target.check_layers(self.layers)
 
     @property
     def cost_curve(self) -> CostCurve:
@@ -91,7 +48,7 @@ class Decoder:
 
     def prepare(self) -> None:
         """Do the one-time work the composition needs (measuring the cost curve) before anything is timed."""
-        if self.composition.consumes("cost-curve"):
+        if self.composition.needs_cost_curve:
             _ = self.cost_curve
 
     def generate(self, prompt: Prompt, settings: DecodeSettings | None = None, *, chat: bool | None = None) -> Generation:
@@ -113,52 +70,28 @@ class Decoder:
         A string prompt goes through the tokenizer's chat template when it has one, unless
         ``chat=False``; chat messages always do.
         """
-        settings = settings or DecodeSettings()
-        target, (drafter, builder, selector, verifier) = self.target, self.composition.slots
-        prompt = self._check_prompt(encode(self.tokenizer, prompt, chat))
-        text = None if self.tokenizer is None else TextStream(self.tokenizer)
-        stop_ids = frozenset(target.eos_ids if settings.stop_ids is None else settings.stop_ids)
-        cost = self.cost_curve if self.composition.consumes("cost-curve") else None
-        generator = torch.Generator()
-        if settings.seed is None:
-            generator.seed()
-        else:
-            generator.manual_seed(settings.seed)
-        layers = drafter.component.hidden_layers
-
-        target.reset()
-        drafter.call("start", prompt, target.prefill(prompt[:-1], layers))
-        tokens, produced = prompt.tolist(), 0
+        run = _Run(self, self._check_prompt(encode(self.tokenizer, prompt, chat)), settings or DecodeSettings())
+        drafter, builder, selector, verifier = self.composition.slots
+        with drafter.blame("start"):
+            drafter.component.start(run.prompt, self.target.prefill(run.prompt[:-1], self.layers))
         for index in itertools.count():
-            room = min(settings.max_new_tokens - produced, target.max_length - len(tokens))
-            ctx = StepContext(index, torch.tensor(tokens), settings, target.vocab_size, room - 1, cost, generator, stop_ids)
-            clock = [time.perf_counter()]
-            proposal = drafter.call("propose", ctx)
-            clock.append(time.perf_counter())
-            tree = self._checked(builder, builder.call("build", proposal, ctx), ctx)
-            clock.append(time.perf_counter())
-            tree = self._checked(selector, selector.call("select", tree, proposal, ctx), ctx)
-            clock.append(time.perf_counter())
-            verdict = verifier.call("verify", target, tree, self._riders_in_context(proposal, ctx), ctx, layers)
-            clock.append(time.perf_counter())
-            drafter.call("observe", verdict, ctx)
-            clock.append(time.perf_counter())
-
-            committed = verdict.committed
-            stop_at = next((i for i, token in enumerate(committed) if token in stop_ids), None)
-            if stop_at is not None:
-                committed = committed[: stop_at + 1]
-            tokens.extend(committed)
-            produced += len(committed)
-            seconds = [b - a for a, b in zip(clock, clock[1:])]
-            stats = StepStats(index, tree.size, _rider_count(proposal), len(verdict.path), len(committed), *seconds)
-            reason = (
-                "stop" if stop_at is not None
-                else "length" if produced >= settings.max_new_tokens
-                else "context" if len(tokens) >= target.max_length
-                else None
-            )
-            yield Step(committed, stats, reason, "" if text is None else text.push(committed, final=bool(reason)))
+            ctx, clock = run.context(index), StepClock()
+            with clock("draft"), drafter.blame("propose"):
+                proposal = contract.checked_proposal(drafter, drafter.component.propose(ctx), ctx)
+            with clock("build"), builder.blame("build"):
+                tree = contract.checked_tree(builder, builder.component.build(proposal, ctx), ctx)
+            with clock("select"), selector.blame("select"):
+                tree = contract.checked_tree(selector, selector.component.select(tree, proposal, ctx), ctx)
+            verified = run.riders_in_context(proposal)
+            with clock("verify"), verifier.blame("verify"):
+                verdict = verifier.component.verify(self.target, tree, verified, ctx, self.layers)
+                verdict = contract.checked_verdict(verifier, verdict, tree, verified, self.layers)
+            committed, reason = run.commit(verdict)
+            if reason is None:
+                contract.check_cache(verifier, self.target, run.tokens, new=len(verdict.path) + 1)
+            with clock("observe"), drafter.blame("observe"):
+                drafter.component.observe(verdict, ctx)
+            yield run.step(committed, reason, _stats(index, verified, verdict, committed, clock))
             if reason:
                 return
 
@@ -180,27 +113,64 @@ class Decoder:
             )
         return ids
 
-    def _checked(self, slot: Slot, tree, ctx: StepContext) -> TokenTree:
-        """The tree a builder or selector returned, checked against the step and cut to the room left."""
-        problem = None
-        if not isinstance(tree, TokenTree):
-            problem = f"returned {type(tree).__name__}, not a TokenTree"
-        elif tree.root != ctx.root:
-            problem = f"returned a tree rooted at token {tree.root}, but the last committed token is {ctx.root}"
-        elif tree.vocab_size != ctx.vocab_size:
-            problem = f"returned a tree over {tree.vocab_size} tokens; the target has {ctx.vocab_size}"
-        if problem:
-            raise PluginError(f"{slot.describe()} from plugin '{slot.plugin}' {problem}", plugin=slot.plugin,
-                              component=slot.name)
-        return tree.truncated(ctx.max_depth)
 
-    def _riders_in_context(self, proposal: Proposal, ctx: StepContext) -> Proposal:
-        """Drop riders that would sit past the model's context; the drafter sees no rider logits then."""
+def _stats(index: int, proposal: Proposal, verdict: Verdict, committed: tuple[int, ...], clock: StepClock) -> StepStats:
+    return StepStats(step=index, tree_size=verdict.tree.size, riders=proposal.rider_count, accepted=len(verdict.path),
+                     committed=len(committed), **{f"{part}_s": seconds for part, seconds in clock.seconds.items()})
+
+
+class _Run:
+    """One generation in progress: the committed tokens, the room left, and what stops it."""
+
+    def __init__(self, decoder: Decoder, prompt: torch.Tensor, settings: DecodeSettings):
+        target = decoder.target
+        self.target, self.settings, self.prompt = target, settings, prompt
+        self.stop_ids = frozenset(target.eos_ids if settings.stop_ids is None else settings.stop_ids)
+        self.cost = decoder.cost_curve if decoder.composition.needs_cost_curve else None
+        self.generator = torch.Generator()
+        if settings.seed is None:
+            self.generator.seed()
+        else:
+            self.generator.manual_seed(settings.seed)
+        self.text = None if decoder.tokenizer is None else TextStream(decoder.tokenizer)
+        self.tokens, self.produced = prompt.tolist(), 0
+        # Committed ids as one tensor that grows in place: each step's context is a view of it, not a copy.
+        self.buffer = torch.empty(len(self.tokens) + settings.max_new_tokens, dtype=torch.long)
+        self.buffer[: len(self.tokens)] = prompt
+
+    def context(self, index: int) -> StepContext:
+        room = min(self.settings.max_new_tokens - self.produced, self.target.max_length - len(self.tokens))
+        return StepContext(step=index, tokens=self.buffer[: len(self.tokens)], settings=self.settings,
+                           vocab_size=self.target.vocab_size, max_depth=room - 1, cost=self.cost,
+                           generator=self.generator, stop_ids=self.stop_ids)
+
+    def riders_in_context(self, proposal: Proposal) -> Proposal:
+        """The proposal without its riders if any would sit past the model's context (its drafter then sees no rider logits)."""
         riders = proposal.riders
-        if riders is None or riders.count == 0 or len(ctx.tokens) - 1 + int(riders.offsets.max()) < self.target.max_length:
+        if riders is None or riders.count == 0:
             return proposal
-        return attrs.evolve(proposal, riders=None)
+        if len(self.tokens) - 1 + int(riders.offsets.max()) < self.target.max_length:
+            return proposal
+        return Proposal(tree=proposal.tree, marginals=proposal.marginals, features=proposal.features)
 
+    def commit(self, verdict: Verdict) -> tuple[tuple[int, ...], str | None]:
+        """Append the verdict's tokens up to a stop id; the tokens committed and why generation ends, if it does."""
+        committed = verdict.committed
+        stop_at = next((i for i, token in enumerate(committed) if token in self.stop_ids), None)
+        if stop_at is not None:
+            committed = committed[: stop_at + 1]
+        start = len(self.tokens)
+        self.tokens.extend(committed)
+        self.buffer[start: len(self.tokens)] = torch.tensor(committed)
+        self.produced += len(committed)
+        reason = (
+            "stop" if stop_at is not None
+            else "length" if self.produced >= self.settings.max_new_tokens
+            else "context" if len(self.tokens) >= self.target.max_length
+            else None
+        )
+        return committed, reason
 
-def _rider_count(proposal: Proposal) -> int:
-    return 0 if proposal.riders is None else proposal.riders.count
+    def step(self, committed: tuple[int, ...], reason: str | None, stats: StepStats) -> Step:
+        text = "" if self.text is None else self.text.push(committed, final=bool(reason))
+        return Step(committed, stats, reason, text)

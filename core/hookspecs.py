@@ -8,51 +8,61 @@ after the hooks below, declared in its distribution's entry points::
 
 Each hook receives a ``register`` callback and calls it once per component:
 ``register(name, factory)``, where ``factory(**options)`` returns an instance of the
-matching interface from :mod:`specmix.interfaces`. Names are global per kind: two
-plugins registering the same name is an error that names both. Set
+matching interface from :mod:`specmix.interfaces` (usually ``factory`` is the class).
+Names are global per kind: two plugins registering the same name is an error that
+names both. A hook implementation that matches no hook below is an error too. Set
 ``SPECMIX_DISABLE_PLUGINS=name,other`` to keep named plugins from loading.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+
 import pluggy
+
+from specmix.composition import Method
+from specmix.interfaces import Drafter, Selector, Trainer, TreeBuilder, Verifier
 
 hookspec = pluggy.HookspecMarker("specmix")
 hookimpl = pluggy.HookimplMarker("specmix")
 
 
 @hookspec
-def register_drafters(register):
+def register_drafters(register: Callable[[str, Callable[..., Drafter]], None]) -> None:
     """Register :class:`~specmix.interfaces.Drafter` factories: ``register("ngram", NgramDrafter)``."""
 
 
 @hookspec
-def register_tree_builders(register):
+def register_tree_builders(register: Callable[[str, Callable[..., TreeBuilder]], None]) -> None:
     """Register :class:`~specmix.interfaces.TreeBuilder` factories: ``register("chain", ChainBuilder)``."""
 
 
 @hookspec
-def register_selectors(register):
+def register_selectors(register: Callable[[str, Callable[..., Selector]], None]) -> None:
     """Register :class:`~specmix.interfaces.Selector` factories: ``register("budget", BudgetSelector)``."""
 
 
 @hookspec
-def register_verifiers(register):
+def register_verifiers(register: Callable[[str, Callable[..., Verifier]], None]) -> None:
     """Register :class:`~specmix.interfaces.Verifier` factories: ``register("tree", TreeVerifier)``."""
 
 
 @hookspec
-def register_methods(register):
+def register_methods(register: Callable[[Method], None]) -> None:
     """Register named presets: ``register(specmix.Method(name="vanilla", drafter="none", ...))``.
 
     A method names one component of each kind and their options; components may come
-    from other plugins, and the composition is checked when the method is used.
+    from other plugins, and the composition is checked when the method is used. One
+    installed method is marked ``default=True``: it runs when a caller names none.
     """
 
 
 @hookspec
-def register_trainers(register):
-    """Register training recipes, run as ``specmix train NAME``: ``register("diffusion", trainer)``.
+def register_trainers(register: Callable[[str, type[Trainer]], None]) -> None:
+    """Register training recipes, run as ``specmix train NAME``: ``register("diffusion", DiffusionTrainer)``.
 
-    A trainer has a ``description``, ``add_arguments(parser)`` (an argparse parser) and
-    ``run(args) -> int``. Recipes must be resumable: a second run with the same output
-    directory continues where the first stopped.
+    A :class:`~specmix.interfaces.Trainer` subclass, built without arguments, with a
+    ``description``, ``add_arguments(parser)`` (an argparse parser) and ``run(args) -> int``.
+    Recipes must be resumable: a second run with the same output directory continues
+    where the first stopped.
     """

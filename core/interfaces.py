@@ -1,42 +1,39 @@
-"""The four component interfaces. A plugin subclasses one and registers it through a hook.
+"""The component interfaces. A plugin subclasses one and registers it through a hook.
 
-Every component declares the capabilities it ``consumes`` and ``produces``; the
-registry refuses a composition in which a component consumes something no component
-before it in the step produces (for a drafter: the verifier of the previous step).
-Capabilities in use by the built-ins:
-
-``tree``           a candidate tree in the proposal
-``marginals``      per-position top-K distributions in the proposal
-``riders``         in-pass drafting tokens in the proposal
-``features``       the drafter's own hidden states in the proposal
-``logprobs``       per-node draft log-probabilities on the candidate tree
-``cost-curve``     the measured forward-time curve T(N) (the engine supplies it)
-``hidden-states``  the target's hidden states at accepted positions, in the verdict
-``rider-logits``   the target's logits at the riders, in the verdict
+Every component declares the capabilities (:class:`~specmix.capabilities.Capability`) it
+``produces`` (fills on every call), ``consumes`` (cannot work without) and ``uses`` (reads
+when present). The registry refuses a composition in which a component consumes what no
+component before it in the step produces (for a drafter: the verifier of the previous
+step), and the engine checks after every call that what was declared is there.
 """
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Sequence
 from typing import ClassVar
 
 import torch
 
+from specmix.capabilities import Capability
 from specmix.target import Target
 from specmix.tree import TokenTree
 from specmix.values import HiddenStates, Proposal, StepContext, Verdict
 
-ENGINE_PROVIDES = frozenset({"cost-curve"})
-
 
 class Component:
-    """Shared by all four kinds. Options arrive as keyword arguments to the constructor.
+    """Shared by the four kinds of a step. Options arrive as keyword arguments to the constructor.
 
-    ``test_options`` are the options the conformance kit builds the component with on
-    tiny random targets (a drafter that needs trained weights can ask for random ones).
+    ``needs_cost_curve`` asks the engine for the measured T(N) in ``StepContext.cost``
+    (measured once per model and device, before anything is timed). ``test_options`` are
+    the options the conformance kit builds the component with on tiny random targets (a
+    drafter that needs trained weights can ask for random ones).
     """
 
-    consumes: ClassVar[frozenset[str]] = frozenset()
-    produces: ClassVar[frozenset[str]] = frozenset()
+    consumes: ClassVar[frozenset[Capability]] = frozenset()
+    produces: ClassVar[frozenset[Capability]] = frozenset()
+    uses: ClassVar[frozenset[Capability]] = frozenset()
+    needs_cost_curve: bool = False
     test_options: ClassVar[dict] = {}
 
     def attach(self, target: Target) -> None:
@@ -53,8 +50,9 @@ class Drafter(Component):
 
     Contract: ``start`` is called once per generation after the prompt (all but its last
     token) is in the cache; ``propose`` then runs once per step and ``observe`` receives
-    that step's verdict. A drafter must never assume its proposal was accepted, must not
-    draw from ``ctx.generator``, and must keep no state that outlives ``start``.
+    that step's verdict once it is committed. A drafter must never assume its proposal
+    was accepted, must not draw from ``ctx.generator``, and must keep no state that
+    outlives ``start``.
 
     In-pass drafters put tokens in ``Proposal.riders`` and read ``Verdict.rider_logits``;
     feature-conditioned drafters list target layers in ``hidden_layers`` and read
@@ -64,7 +62,7 @@ class Drafter(Component):
     hidden_layers: tuple[int, ...] = ()
 
     def start(self, prompt: torch.Tensor, hidden: HiddenStates) -> None:
-        """Begin a generation. ``prompt`` is every prompt id; ``hidden`` covers all but the last."""
+        """Begin a generation. ``prompt [P]`` is every prompt id; ``hidden`` has ``[P - 1, D]`` per layer."""
 
     def propose(self, ctx: StepContext) -> Proposal:
         raise NotImplementedError
@@ -79,7 +77,7 @@ class TreeBuilder(Component):
     Contract: pure in its inputs; the result's root token is ``ctx.root``.
     """
 
-    produces = frozenset({"tree"})
+    produces = frozenset({Capability.TREE})
 
     def build(self, proposal: Proposal, ctx: StepContext) -> TokenTree:
         raise NotImplementedError
@@ -92,22 +90,25 @@ class Selector(Component):
     which nodes to keep may depend on anything but the target's outputs for this step.
     """
 
-    produces = frozenset({"tree"})
+    produces = frozenset({Capability.TREE})
 
     def select(self, tree: TokenTree, proposal: Proposal, ctx: StepContext) -> TokenTree:
         raise NotImplementedError
 
 
 class Verifier(Component):
-    """Runs the target once over root, tree and riders, accepts a path losslessly, and compacts the cache.
+    """Runs the target once over root, tree and riders and accepts a path losslessly.
 
     Contract: under greedy settings the path follows the target's argmax and the bonus is
     the argmax after it; under sampling every committed token is distributed exactly as
-    the target's processed distribution given the tokens before it. On return the cache
-    holds the committed prefix, the root and the accepted nodes, nothing else.
+    the target's processed distribution given the tokens before it. The cache is the
+    core's: a verifier writes it through :meth:`Target.forward_tree` (or
+    :meth:`Target.forward` with a mask of its own) and keeps the accepted path with
+    :meth:`Target.commit`. After every step the engine checks that the cache holds
+    every committed token but the last, at their positions, and blames the verifier if not.
     """
 
-    consumes = frozenset({"tree"})
+    consumes = frozenset({Capability.TREE})
 
     def verify(
         self,
@@ -115,6 +116,28 @@ class Verifier(Component):
         tree: TokenTree,
         proposal: Proposal,
         ctx: StepContext,
-        hidden_layers: tuple[int, ...],
+        hidden_layers: Sequence[int],
     ) -> Verdict:
+        """Verify ``tree`` (``N`` nodes, root first) and ``proposal.riders`` (``R``) in one forward.
+
+        The verdict carries the target's logits ``[N, V]`` at the nodes, ``[R, V]`` at the
+        riders, and ``hidden_layers`` at the root and accepted nodes ``[1 + len(path), D]``.
+        """
+        raise NotImplementedError
+
+
+class Trainer:
+    """A training recipe, run as ``specmix train NAME``.
+
+    Registered as a class and built without arguments. Recipes must be resumable: a
+    second run with the same output directory continues where the first stopped.
+    """
+
+    description: ClassVar[str] = ""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add the recipe's options to its ``specmix train NAME`` parser."""
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Run the recipe with the parsed options; the exit status is returned."""
         raise NotImplementedError

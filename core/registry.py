@@ -13,9 +13,10 @@ import attrs
 import pluggy
 
 from specmix import hookspecs
+from specmix.capabilities import capabilities
 from specmix.composition import KINDS, Composition, Method, Slot
 from specmix.errors import CompositionError, ConfigurationError, PluginError, UnknownComponentError
-from specmix.interfaces import Drafter, Selector, TreeBuilder, Verifier
+from specmix.interfaces import Drafter, Selector, Trainer, TreeBuilder, Verifier
 
 ENTRY_POINT_GROUP = "specmix"
 DISABLE_VARIABLE = "SPECMIX_DISABLE_PLUGINS"
@@ -86,6 +87,15 @@ def _load_entry_points(manager: pluggy.PluginManager) -> None:
             manager.distributions[entry_point.name] = (dist.metadata["Name"], dist.version)
 
 
+def _check_capabilities(component, owner: str, plugin: str, name: str) -> None:
+    """Every capability a component (class or instance) declares must be one specmix knows."""
+    for declaration in ("consumes", "produces", "uses"):
+        try:
+            capabilities(getattr(component, declaration), f"{owner} in {declaration}")
+        except ValueError as exc:
+            raise PluginError(str(exc), plugin=plugin, component=name) from None
+
+
 class Registry:
     """Every registered component and method, by kind and name."""
 
@@ -102,29 +112,11 @@ class Registry:
 
     def _collect(self, kind: str, impl) -> None:
         plugin = impl.plugin_name
+        check = {"method": self._method_registration, "trainer": self._trainer_registration}.get(
+            kind, self._component_registration)
 
         def register(name, factory=None):
-            if kind == "trainer":
-                if not all(hasattr(factory, attribute) for attribute in ("add_arguments", "run")):
-                    raise PluginError(f"plugin '{plugin}' registered trainer '{name}' without add_arguments() and run()",
-                                      plugin=plugin, component=str(name))
-                self._add(Registration(kind, name, factory, plugin))
-                return
-            if kind == "method":
-                method = name
-                if not isinstance(method, Method):
-                    raise PluginError(f"plugin '{plugin}' registered {method!r} as a method; expected specmix.Method",
-                                      plugin=plugin, component=str(method))
-                self._add(Registration(kind, method.name, method, plugin))
-                return
-            if not isinstance(name, str) or not name:
-                raise PluginError(f"plugin '{plugin}' registered a {kind} without a name", plugin=plugin, component="")
-            interface = INTERFACES[kind]
-            if not callable(factory) or (inspect.isclass(factory) and not issubclass(factory, interface)):
-                raise PluginError(f"plugin '{plugin}' registered {kind} '{name}' with {factory!r}; "
-                                  f"expected a subclass of {interface.__name__} or a factory returning one",
-                                  plugin=plugin, component=name)
-            self._add(Registration(kind, name, factory, plugin))
+            self._add(check(kind, plugin, name, factory))
 
         try:
             impl.function(register=register)
@@ -133,6 +125,33 @@ class Registry:
         except Exception as exc:
             raise PluginError(f"plugin '{plugin}' failed in {impl.function.__name__}(): {type(exc).__name__}: {exc}",
                               plugin=plugin, component="") from exc
+
+    @staticmethod
+    def _method_registration(kind: str, plugin: str, method, _unused) -> Registration:
+        if not isinstance(method, Method):
+            raise PluginError(f"plugin '{plugin}' registered {method!r} as a method; expected specmix.Method",
+                              plugin=plugin, component=str(method))
+        return Registration(kind, method.name, method, plugin)
+
+    @staticmethod
+    def _trainer_registration(kind: str, plugin: str, name, factory) -> Registration:
+        if not (isinstance(name, str) and name and inspect.isclass(factory) and issubclass(factory, Trainer)):
+            raise PluginError(f"plugin '{plugin}' registered trainer {name!r} with {factory!r}; "
+                              "expected a name and a subclass of specmix.Trainer", plugin=plugin, component=str(name))
+        return Registration(kind, name, factory, plugin)
+
+    @staticmethod
+    def _component_registration(kind: str, plugin: str, name, factory) -> Registration:
+        if not isinstance(name, str) or not name:
+            raise PluginError(f"plugin '{plugin}' registered a {kind} without a name", plugin=plugin, component="")
+        interface = INTERFACES[kind]
+        if not callable(factory) or (inspect.isclass(factory) and not issubclass(factory, interface)):
+            raise PluginError(f"plugin '{plugin}' registered {kind} '{name}' with {factory!r}; "
+                              f"expected a subclass of {interface.__name__} or a factory returning one",
+                              plugin=plugin, component=name)
+        if inspect.isclass(factory):
+            _check_capabilities(factory, f"{kind} '{name}' from plugin '{plugin}'", plugin, name)
+        return Registration(kind, name, factory, plugin)
 
     def _add(self, registration: Registration) -> None:
         existing = self.entries[registration.kind].get(registration.name)
@@ -162,6 +181,19 @@ class Registry:
     def method(self, name: str) -> Method:
         return self.get("method", name).factory
 
+    def default_method(self) -> str:
+        """The name of the method that runs when a caller names none: the one a plugin marks ``default``."""
+        marked = [r for r in self.entries["method"].values() if r.factory.default]
+        if len(marked) != 1:
+            found = ", ".join(f"'{r.name}' (plugin '{r.plugin}')" for r in marked) or "none"
+            raise ConfigurationError(f"exactly one installed method must be marked default, found {found}; "
+                                     "name a method or its components")
+        return marked[0].name
+
+    def trainer(self, name: str) -> Trainer:
+        """The training recipe ``name``, ready to add its arguments and run."""
+        return self.get("trainer", name).factory()
+
     def create(self, kind: str, name: str, options: Mapping | None = None) -> Slot:
         """Instantiate one component with keyword ``options``."""
         registration = self.get(kind, name)
@@ -178,6 +210,7 @@ class Registry:
         if not isinstance(component, INTERFACES[kind]):
             raise PluginError(f"{kind} '{name}' from plugin '{registration.plugin}' built {component!r}, "
                               f"not a {INTERFACES[kind].__name__}", plugin=registration.plugin, component=name)
+        _check_capabilities(component, f"{kind} '{name}' from plugin '{registration.plugin}'", registration.plugin, name)
         return Slot(kind, name, registration.plugin, component)
 
     def compose(

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import torch
+
 from specmix.cost import CostCurve
+from specmix.errors import ConfigurationError
+from specmix.interfaces import Selector
+from specmix.tree import TokenTree
+from specmix.values import Proposal, StepContext
 
 
 def most_reached(reach: Sequence[float], cost: CostCurve | None, budget: int | None = None, extra_tokens: int = 0) -> list[int]:
@@ -17,3 +23,30 @@ def most_reached(reach: Sequence[float], cost: CostCurve | None, budget: int | N
     gains = [float(reach[i]) for i in order]
     count = min(budget, len(gains)) if budget is not None else cost.best_size(gains, extra_tokens=extra_tokens)
     return [0, *order[:count]]
+
+
+class ReachSelector(Selector):
+    """A selector that keeps the nodes most likely to be reached, as many as ``budget`` or as pay on the cost curve.
+
+    Subclasses say how likely each node is to be reached (:meth:`reach`); reach must
+    never grow down a path. Riders ride in the same forward, so they count in its size.
+    """
+
+    def __init__(self, budget: int | None = None):
+        if budget is not None and budget < 0:
+            raise ConfigurationError(f"budget must be >= 0 nodes, got {budget}")
+        self.budget = budget
+
+    @property
+    def needs_cost_curve(self) -> bool:
+        return self.budget is None
+
+    def reach(self, tree: TokenTree, proposal: Proposal) -> torch.Tensor:
+        """Each node's chance ``[N]`` of being reached (1 at the root)."""
+        raise NotImplementedError
+
+    def select(self, tree, proposal, ctx: StepContext):
+        if tree.size == 1:
+            return tree
+        keep = most_reached(self.reach(tree, proposal).tolist(), ctx.cost, self.budget, proposal.rider_count)
+        return tree.subtree(keep)

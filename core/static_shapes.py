@@ -96,11 +96,13 @@ class StaticShapes:
         self.cache.take(old)
         self._graphed.clear()
 
-    def forward(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, layers: tuple[int, ...],
-                call: Callable) -> tuple[torch.Tensor, tuple, int]:
-        """Logits ``[size, V]``, hidden states and the padded size of a forward of ``ids`` after the cache.
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, layers, call: Callable,
+                last_only: bool = False) -> tuple[torch.Tensor, tuple, int]:
+        """Logits, hidden states and the padded size of a forward of ``ids`` after the cache.
 
-        ``call(ids, positions, mask, hidden)`` runs the model on batched inputs.
+        ``call(ids, positions, mask, hidden, keep)`` runs the model on batched inputs. The
+        logits are ``[size, V]``, or with ``last_only`` the last real token's ``[1, V]``:
+        that forward (a prefill) runs eagerly, since its size rarely repeats.
         """
         count, past, device = ids.shape[0], self.cache.get_seq_length(), self.model.device
         size = bucket(count)
@@ -113,14 +115,15 @@ class StaticShapes:
         inputs = dict(ids=ids.to(device)[None], positions=positions.to(device)[None],
                       mask=capacity_mask(visible, past, self.cache.capacity, self.model.dtype).to(device))
         slots = torch.arange(past, past + size, device=device)
-        graphed = self._graph(size, bool(layers), call, inputs, slots) if size <= BUCKETS[-1] else None
+        graphed = None if last_only or size > BUCKETS[-1] else self._graph(size, bool(layers), call, inputs, slots)
         if graphed is not None:
             out = graphed(slots, **inputs)
             self.cache.advance(size)
             # The graph's outputs are overwritten by its next replay; what is returned may outlive that.
             return out.logits[0].clone(), tuple(states.clone() for states in out.hidden_states or ()), size
         self.cache.slots.tensor = slots
-        out = call(**inputs, hidden=bool(layers))
+        keep = torch.tensor([count - 1], device=device) if last_only else None
+        out = call(**inputs, hidden=bool(layers), keep=keep)
         self.cache.advance(size)
         return out.logits[0], out.hidden_states, size
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping, Sequence
 
+import attrs
 import torch
 
 from specmix.attention import FLEX, backend_of, tree_mask
 from specmix.errors import ConfigurationError
 from specmix.kv_cache import PreallocatedCache
 from specmix.static_shapes import INITIAL_CAPACITY, StaticShapes
+from specmix.tree import TokenTree
+from specmix.values import Riders
 
 
 def _ids(value) -> tuple[int, ...]:
@@ -26,17 +30,38 @@ def fingerprint(model) -> str:
     return f"{config.model_type}-{config.num_hidden_layers}x{config.hidden_size}-v{config.vocab_size}-{probe:.6e}"
 
 
+@attrs.frozen
+class TreeOutputs:
+    """The target's outputs over one tree forward of ``N`` nodes and ``R`` riders."""
+
+    logits: torch.Tensor = attrs.field(eq=False)
+    """``[N, V]`` at the tree's nodes, root first."""
+    rider_logits: torch.Tensor | None = attrs.field(eq=False)
+    """``[R, V]`` at the riders (None when the forward carried none)."""
+    hidden: Mapping[int, torch.Tensor] = attrs.field(eq=False)
+    """``{layer: [N, D]}`` at the tree's nodes."""
+
+    def hidden_along(self, path: Sequence[int]) -> dict[int, torch.Tensor]:
+        """The hidden states at the root and the nodes of ``path``: ``{layer: [1 + len(path), D]}``."""
+        if not self.hidden:
+            return {}
+        keep = torch.tensor([0, *path], device=next(iter(self.hidden.values())).device)
+        return {layer: states.index_select(0, keep) for layer, states in self.hidden.items()}
+
+
 class Target:
     """One HF decoder model plus the cache of the generation in progress.
 
-    The cache always holds every committed token but the last (the root of the next
-    tree). ``forward`` appends new tokens; ``compact`` then keeps only chosen ones.
+    The cache contract: between steps the cache holds every committed token but the last
+    (the root of the next tree), each at its own position. ``forward_tree`` appends a
+    tree (and riders) after it, ``commit`` keeps the root and an accepted path. Both go
+    through ``forward`` and ``compact``, which record what the cache holds, so that the
+    engine can check the contract after every step (:meth:`holds`).
 
     With ``static`` shapes (the default on CUDA) forwards are padded to bucket sizes over
     a fixed-capacity cache (``capacity`` tokens at first, doubled when full) and replayed
     as CUDA graphs there (see :mod:`specmix.static_shapes`).
     """
-
     def __init__(self, model, static: bool | None = None, capacity: int = INITIAL_CAPACITY):
         self.model = model.eval()
         config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
@@ -95,33 +120,84 @@ class Target:
             self._dynamic_cache = PreallocatedCache()
         else:
             self._static.reset()
-        self._pending = 0
+        self._held: list[int] = []  # token ids in the cache, in order
+        self._positions: list[int] = []  # and the position each was written at
+        self._appended: list[tuple[int, int]] = []  # what the last forward wrote, padding as (-1, -1)
+
+    def holds(self, tokens: Sequence[int], new: int) -> bool:
+        """Whether the cache holds ``tokens`` at positions 0, 1, ..., checking the last ``new`` (the rest held before)."""
+        count = len(tokens)
+        if self.length != count or len(self._held) != count:
+            return False
+        tail = slice(count - new, count)
+        return self._held[tail] == list(tokens[tail]) and self._positions[tail] == list(range(count - new, count))
 
     def check_layers(self, layers: tuple[int, ...]) -> None:
         bad = [layer for layer in layers if not 0 <= layer <= self.num_layers]
         if bad:
             raise ConfigurationError(f"hidden layers {bad} do not exist; this target has layers 0..{self.num_layers}")
 
-    @torch.no_grad()
-    def forward(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, layers: tuple[int, ...] = (),
-                logits: bool = True):
-        """Append ``ids`` at absolute ``positions``; token ``i`` sees the whole cache and new token ``j`` where ``visible[i, j]``.
+    def forward_tree(self, tree: TokenTree, riders: Riders | None = None, layers: Sequence[int] = ()) -> TreeOutputs:
+        """Append the root and nodes of ``tree`` (``N``) and ``riders`` (``R``) after the cache, in one forward.
 
-        Returns logits ``[T, V]`` (only the last row's is computed when ``logits=False``,
+        Node ``i`` sits at the root's position plus its depth and sees the cache and its
+        ancestors; rider ``r`` sits at the root's position plus ``riders.offsets[r]`` and
+        sees the cache, the root and the riders its row of ``riders.visible`` names.
+        Nodes and riders never see each other. :meth:`commit` then keeps an accepted path.
+        """
+        size, count = tree.size, 0 if riders is None else riders.count
+        root_position = self.length
+        ids, positions = tree.tokens, root_position + torch.tensor(tree.depth_list)
+        if count:
+            visible = torch.zeros(size + count, size + count, dtype=torch.bool)
+            visible[:size, :size] = tree.ancestor_mask()
+            visible[size:, 0] = riders.visible[:, 0]
+            visible[size:, size:] = riders.visible[:, 1:]
+            ids = torch.cat([ids, riders.tokens])
+            positions = torch.cat([positions, root_position + riders.offsets])
+        else:
+            visible = tree.ancestor_mask()
+        logits, hidden = self.forward(ids, positions, visible, layers)
+        return TreeOutputs(logits[:size], None if riders is None else logits[size:],
+                           {layer: states[:size] for layer, states in hidden.items()})
+
+    def commit(self, path: Sequence[int]) -> None:
+        """Keep, of the last :meth:`forward_tree`, the root and the nodes of ``path`` (an accepted root path)."""
+        self.compact(torch.tensor([0, *path]))
+
+    @torch.no_grad()
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, layers: Sequence[int] = (),
+                logits: bool = True):
+        """Append ``ids [T]`` at absolute ``positions [T]``; token ``i`` sees the whole cache and new token ``j``
+        where ``visible[i, j]`` (``visible [T, T]``).
+
+        Returns logits ``[T, V]`` (only the last row, ``[1, V]``, when ``logits=False``,
         which spares the LM head over a long prompt) and the hidden states ``{layer: [T, D]}``.
         """
         count = ids.shape[0]
         if self._static is not None:
-            all_logits, states, self._pending = self._static.forward(ids, positions, visible, layers, self._call)
-            return all_logits[:count], {layer: states[layer][0, :count] for layer in layers}
-        mask = tree_mask(self.model, visible, self.length)
-        out = self._call(ids.to(self.device)[None], positions.to(self.device)[None], mask, bool(layers),
-                         last_only=not logits)
-        self._pending = count
-        return out.logits[0], {layer: out.hidden_states[layer][0] for layer in layers}
+            all_logits, states, appended = self._static.forward(ids, positions, visible, layers, self._call,
+                                                                last_only=not logits)
+        else:
+            mask = tree_mask(self.model, visible, self.length)
+            out = self._call(ids.to(self.device)[None], positions.to(self.device)[None], mask, bool(layers),
+                             keep=None if logits else 1)
+            all_logits, states, appended = out.logits[0], out.hidden_states, count
+        self._record(ids, positions, appended)
+        if not logits and all_logits.shape[0] > 1:  # a model without logits_to_keep computed every row
+            all_logits = all_logits[count - 1:count]
+        return all_logits[:count], {layer: states[layer][0, :count] for layer in layers}
 
-    def _call(self, ids, positions, mask, hidden: bool, last_only: bool = False):
-        """The model's forward over batched ``ids [1, T]`` at ``positions`` with ``mask``, into the cache."""
+    def _record(self, ids: torch.Tensor, positions: torch.Tensor, appended: int) -> None:
+        written = list(zip(ids.tolist(), positions.tolist()))
+        self._appended = written + [(-1, -1)] * (appended - len(written))
+
+    def _call(self, ids, positions, mask, hidden: bool, keep: int | torch.Tensor | None = None):
+        """The model's forward over batched ``ids [1, T]`` at ``positions`` with ``mask``, into the cache.
+
+        ``keep`` (when the model takes ``logits_to_keep``) limits the LM head to the last
+        ``keep`` rows, or to the rows a 1-D tensor names.
+        """
         return self.model(
             input_ids=ids,
             position_ids=positions,
@@ -129,7 +205,7 @@ class Target:
             use_cache=True,
             output_hidden_states=hidden,
             **{self._cache_keyword: self.cache},
-            **({"logits_to_keep": 1} if last_only and self._can_skip_logits else {}),
+            **({"logits_to_keep": keep} if keep is not None and self._can_skip_logits else {}),
         )
 
     def prefill(self, ids: torch.Tensor, layers: tuple[int, ...] = ()):
@@ -146,8 +222,12 @@ class Target:
 
     def compact(self, keep: torch.Tensor) -> None:
         """Keep, of the tokens the last ``forward`` appended, those at indices ``keep`` (ascending), in place."""
-        appended, self._pending = self._pending, 0
-        kept = keep.shape[0]
+        written, self._appended = self._appended, []
+        for index in keep.tolist():
+            token, position = written[index]
+            self._held.append(token)
+            self._positions.append(position)
+        appended, kept = len(written), keep.shape[0]
         if bool((keep == torch.arange(kept, device=keep.device)).all()):
             if appended > kept:
                 self.cache.crop(kept - appended)

@@ -52,7 +52,3 @@ class TextStream:
             return ""
         chunk, self.emitted = text[self.emitted:], len(text)
         return chunk
-
-    @property
-    def text(self) -> str:
-        return self.tokenizer.decode(self.ids, skip_special_tokens=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import attrs
 import torch
@@ -10,6 +11,9 @@ import torch
 from specmix.errors import MalformedTreeError
 from specmix.settings import DecodeSettings
 from specmix.tree import TokenTree
+
+if TYPE_CHECKING:
+    from specmix.cost import CostCurve
 
 HiddenStates = Mapping[int, torch.Tensor]
 """Target hidden states by layer index into HF's ``hidden_states`` tuple (0 = embeddings), each ``[n, hidden]``."""
@@ -80,17 +84,23 @@ class Riders:
 
 @attrs.frozen
 class Proposal:
-    """What a drafter offers for one step. Every part is optional.
-
-    ``tree`` is a ready candidate tree, ``marginals`` per-position distributions for a
-    builder, ``riders`` tokens to evaluate in the verification pass, and ``features`` the
-    drafter's own hidden states per position (for learned selectors).
+    """What a drafter offers for one step. Every part is optional; the capability beside each
+    field names it in ``produces``, and a drafter fills what it declares on every step (an
+    empty tree, marginals of depth 0 or no riders are all fine).
     """
 
     tree: TokenTree | None = None
+    """``tree``: a ready candidate tree rooted at the last committed token."""
     marginals: Marginals | None = None
+    """``marginals``: per-position distributions for a builder."""
     riders: Riders | None = None
+    """``riders``: tokens to evaluate in the verification pass."""
     features: torch.Tensor | None = attrs.field(default=None, eq=False)
+    """``features``: the drafter's own hidden state per drafted position ``[H, F]`` (for learned selectors)."""
+
+    @property
+    def rider_count(self) -> int:
+        return 0 if self.riders is None else self.riders.count
 
 
 @attrs.frozen
@@ -100,8 +110,7 @@ class Verdict:
     ``path`` holds accepted node indices below the root, in order; ``tokens`` their
     tokens; ``bonus`` the token the target chose after the last accepted node. The cache
     afterwards holds the root and the accepted nodes. ``logits`` are the target's raw
-    logits at every tree node ``[N, V]``, ``rider_logits`` at every rider ``[R, V]``, and
-    ``hidden`` the requested layers at the root and accepted nodes ``[1 + len(path), D]``.
+    logits at every tree node ``[N, V]``.
     """
 
     tree: TokenTree
@@ -109,7 +118,9 @@ class Verdict:
     bonus: int
     logits: torch.Tensor = attrs.field(eq=False)
     rider_logits: torch.Tensor | None = attrs.field(default=None, eq=False)
+    """``rider-logits``: the target's logits at every rider of the verified proposal ``[R, V]`` (None without riders)."""
     hidden: HiddenStates = attrs.field(factory=dict, eq=False)
+    """``hidden-states``: the drafter's layers at the root and accepted nodes, each ``[1 + len(path), D]``."""
     tokens: tuple[int, ...] = attrs.field(init=False)
 
     def __attrs_post_init__(self):
@@ -124,15 +135,16 @@ class Verdict:
         return self.tokens + (self.bonus,)
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class StepContext:
     """What every component may read during one step.
 
     ``tokens`` are the committed ids (prompt and output), ending with the root.
-    ``max_depth`` is the deepest a candidate may sit this step (room left in the output
-    and in the model's context). ``stop_ids`` end generation (the settings' or the
-    model's EOS ids). ``generator`` drives verification sampling only; drafters that
-    sample use their own.
+    ``max_depth`` is the deepest a candidate may sit this step: a step commits its
+    accepted path and one bonus token, so a path may use all the room left in the output
+    and in the model's context but one place. ``cost`` is the measured cost curve when a
+    component needs it. ``stop_ids`` end generation (the settings' or the model's EOS
+    ids). ``generator`` drives verification sampling only; drafters that sample use their own.
     """
 
     step: int
@@ -140,7 +152,7 @@ class StepContext:
     settings: DecodeSettings
     vocab_size: int
     max_depth: int
-    cost: object | None = attrs.field(default=None, eq=False)
+    cost: CostCurve | None = attrs.field(default=None, eq=False)
     generator: torch.Generator | None = attrs.field(default=None, eq=False)
     stop_ids: frozenset[int] = frozenset()
 
@@ -149,9 +161,10 @@ class StepContext:
         return int(self.tokens[-1])
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class StepStats:
-    """Counts and wall-clock seconds of one decoding step."""
+    """Counts and wall-clock seconds of one decoding step: the tree verified, the riders beside
+    it, the drafted tokens accepted, the tokens committed, and the time each call took."""
 
     step: int
     tree_size: int

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specmix import DecodeSettings, Marginals, Proposal, StepContext
-from specmix.plugins.best_first_builder import BestFirstBuilder
+from specmix.plugins.basic.best_first_builder import BestFirstBuilder
 
 
 @st.composite
@@ -20,7 +20,7 @@ def marginals(draw):
 
 @given(marginals(), st.integers(0, 20))
 def test_keeps_the_most_probable_prefix_closed_set(m, budget):
-    ctx = StepContext(0, torch.tensor([0]), DecodeSettings(), 12, 10)
+    ctx = StepContext(step=0, tokens=torch.tensor([0]), settings=DecodeSettings(), vocab_size=12, max_depth=10)
     tree = BestFirstBuilder(nodes=budget).build(Proposal(marginals=m), ctx)
     # Brute force: every rank tuple, scored by its path; the kept set must be a top-`budget` one.
     lp = m.logprobs.tolist()

@@ -5,7 +5,7 @@ import torch
 
 from specmix import ConfigurationError, CostCurve, DecodeSettings, Proposal, StepContext, Target, TokenTree
 from specmix.cost import cost_curve_for, measure
-from specmix.plugins.budget_selector import BudgetSelector
+from specmix.plugins.basic.budget_selector import BudgetSelector
 from specmix.testing import CURVE, tiny_model
 
 
@@ -39,7 +39,8 @@ def test_best_size_trades_acceptance_against_forward_time():
 
 
 def _ctx(tree, cost):
-    return StepContext(0, torch.tensor([tree.root]), DecodeSettings(), tree.vocab_size, 10, cost)
+    return StepContext(step=0, tokens=torch.tensor([tree.root]), settings=DecodeSettings(), vocab_size=tree.vocab_size,
+                       max_depth=10, cost=cost)
 
 
 def test_budget_selector_keeps_the_best_prefix_closed_nodes():

@@ -75,7 +75,7 @@ def test_cli_reports_bad_names_without_a_traceback(capsys):
 def test_cli_lists_plugins_and_methods(capsys):
     main(["plugins"])
     listing = capsys.readouterr().out
-    assert "tree  (specmix " in listing and "verifier tree" in listing
+    assert "basic  (specmix " in listing and "verifier tree" in listing
     main(["methods"])
     assert "vanilla: drafter none + builder drafted + selector all + verifier tree" in capsys.readouterr().out
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from specmix import DecodeSettings, PluginError
-from specmix.plugins.diffusion_model import tapped_layers
+from specmix.plugins.diffusion.network import tapped_layers
 from specmix.testing import reference_greedy, tiny_model
 from specmix.testing.properties import make_decoder
 

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, head_over, start_from_target, tapped_layers
-from specmix.plugins.diffusion_training import Example, TrainSettings, block_loss, frequent_tokens, learning_rate, train
+from specmix.plugins.diffusion.network import BlockDrafter, DrafterConfig, head_over, start_from_target, tapped_layers
+from specmix.plugins.diffusion.training.loss import Example, TrainSettings, block_loss, frequent_tokens, learning_rate, train
 from specmix.settings import DecodeSettings
 from specmix.target import fingerprint
 from specmix.testing import reference_greedy, tiny_model

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 
 from specmix import DecodeSettings, hookimpl
-from specmix.plugins.tree_verifier import TreeVerifier
+from specmix.plugins.basic.tree_verifier import TreeVerifier
 from specmix.testing import check_greedy_identical, check_sampling_distribution, kit_registry
 from specmix.testing.strategies import greedy_cases, kit_settings
 

@@ -2,8 +2,8 @@ import random
 
 import torch
 
-from specmix.plugins.ptd_draft_tree import DraftNode, ProgressiveDraftTree
-from specmix.plugins.ptd_pool import CandidatePool
+from specmix.plugins.ptd.draft_tree import DraftNode, ProgressiveDraftTree
+from specmix.plugins.ptd.pool import CandidatePool
 from specmix.testing import ConformanceSuite
 
 

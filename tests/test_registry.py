@@ -30,9 +30,10 @@ def test_builtins_arrive_through_entry_points_with_their_distribution():
     for kind, names in BUILTINS.items():
         assert names <= set(registry.names(kind))
     infos = {info.name: info for info in registry.plugins()}
-    assert infos["tree"].distribution == "specmix"
-    assert infos["tree"].version
-    assert [(r.kind, r.name) for r in infos["tree"].registrations] == [("verifier", "tree")]
+    assert infos["basic"].distribution == "specmix"
+    assert infos["basic"].version
+    assert ("verifier", "tree") in [(r.kind, r.name) for r in infos["basic"].registrations]
+    assert {"basic", "ptd", "diffusion", "taps"} <= set(infos)  # one entry point per family
 
 
 def test_every_hook_is_documented_and_registers_something():
@@ -67,7 +68,7 @@ class DeafVerifierPlugin:
 
     @hookimpl
     def register_verifiers(self, register):
-        from specmix.plugins.tree_verifier import TreeVerifier
+        from specmix.plugins.basic.tree_verifier import TreeVerifier
 
         class Deaf(TreeVerifier):
             produces = frozenset()
@@ -83,10 +84,10 @@ def test_a_drafter_is_checked_against_the_verifier_of_the_previous_step():
 
 def test_budget_without_a_fixed_size_needs_the_cost_curve_from_the_engine(registry):
     composition = registry.compose(drafter="none", builder="drafted", selector="budget", verifier="tree")
-    assert composition.consumes("cost-curve")
+    assert composition.needs_cost_curve
     fixed = registry.compose(drafter="none", builder="drafted", selector="budget", verifier="tree",
                              options={"selector": {"budget": 4}})
-    assert not fixed.consumes("cost-curve")
+    assert not fixed.needs_cost_curve
 
 
 def test_options_are_checked_against_the_component(registry):
@@ -166,11 +167,11 @@ def test_two_plugins_claiming_one_name_are_both_named():
     class Impostor:
         @hookimpl
         def register_tree_builders(self, register):
-            from specmix.plugins.chain_builder import ChainBuilder
+            from specmix.plugins.basic.chain_builder import ChainBuilder
 
             register("chain", ChainBuilder)
 
-    with pytest.raises(PluginError, match="builder 'chain' is registered by both plugin 'chain' and plugin 'Impostor'"):
+    with pytest.raises(PluginError, match="builder 'chain' is registered by both plugin 'basic' and plugin 'Impostor'"):
         Registry.load(extra_plugins=[Impostor()])
 
 
@@ -185,11 +186,11 @@ def test_a_misspelt_hook_fails_loudly():
 
 
 def test_plugins_can_be_disabled_by_environment(monkeypatch):
-    monkeypatch.setenv("SPECMIX_DISABLE_PLUGINS", "budget, methods")
+    monkeypatch.setenv("SPECMIX_DISABLE_PLUGINS", "taps, ptd")
     registry = Registry.load()
-    assert "budget" not in registry.names("selector")
-    assert "vanilla" not in registry.names("method")
-    assert "budget" not in {info.name for info in registry.plugins()}
+    assert "learned" not in registry.names("selector")
+    assert "ptd" not in registry.names("method")
+    assert "taps" not in {info.name for info in registry.plugins()}
 
 
 def test_a_method_with_explicit_overrides_keeps_the_rest(registry):

@@ -104,3 +104,20 @@ def test_cuda_graphs_replay_exact_greedy_decoding():
     assert tokens == reference_greedy(model, prompt, settings)
     graphs = decoder.target._static._graphed
     assert graphs and all(graph is not None for graph in graphs.values()), "no forward was captured as a graph"
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_a_prefill_runs_the_lm_head_over_its_last_token_only(static):
+    model = tiny_model("llama")
+    rows = []
+    hook = model.get_output_embeddings().register_forward_hook(lambda module, args, out: rows.append(args[0].shape[1]))
+    try:
+        target = Target(model, static=static, capacity=64)
+        prompt = torch.arange(2, 22)
+        target.prefill(prompt)
+        logits, _ = target.forward(torch.tensor([5]), torch.tensor([20]), torch.ones(1, 1, dtype=torch.bool))
+    finally:
+        hook.remove()
+    assert rows == [1, 1]  # 20 prompt tokens (padded to 32 when static), then one decoding token
+    expected = model(input_ids=torch.cat([prompt, torch.tensor([5])])[None]).logits[0, -1]
+    assert torch.allclose(logits[0], expected, atol=1e-10)

@@ -5,9 +5,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specmix import DecodeSettings, Marginals, PluginError, Proposal, StepContext, TokenTree
-from specmix.plugins.pool_builder import PoolBuilder
-from specmix.plugins.taps_scorer import Scorer, ScorerConfig, differentiable_log_reach, edge_inputs, log_reach
-from specmix.plugins.taps_training import ancestors, trace, trace_loss, train_scorer
+from specmix.plugins.taps.pool_builder import PoolBuilder
+from specmix.plugins.taps.scorer import Scorer, ScorerConfig, differentiable_log_reach, edge_inputs, log_reach
+from specmix.plugins.taps.training.traces import ancestors, trace, trace_loss, train_scorer
 from specmix.testing import tiny_model
 from specmix.testing.properties import make_decoder
 
@@ -25,7 +25,7 @@ def marginals(draw):
 
 
 def _ctx(max_depth=10):
-    return StepContext(0, torch.tensor([0]), DecodeSettings(), VOCAB, max_depth)
+    return StepContext(step=0, tokens=torch.tensor([0]), settings=DecodeSettings(), vocab_size=VOCAB, max_depth=max_depth)
 
 
 @given(marginals(), st.integers(1, 4), st.integers(1, 6), st.integers(0, 30))
@@ -53,7 +53,9 @@ def test_the_pool_stops_at_the_room_left():
     m = Marginals(ids=torch.tensor([[1, 2], [3, 4], [5, 6]]), logprobs=torch.log(torch.tensor([[0.6, 0.4]] * 3)).double(),
                   vocab_size=VOCAB)
     assert PoolBuilder(beam=4).build(Proposal(marginals=m), _ctx(max_depth=2)).max_depth == 2
-    assert PoolBuilder().build(Proposal(), _ctx()).size == 1
+    nothing = Marginals(ids=torch.zeros(0, 2, dtype=torch.long), logprobs=torch.zeros(0, 2, dtype=torch.float64),
+                        vocab_size=VOCAB)
+    assert PoolBuilder().build(Proposal(marginals=nothing), _ctx()).size == 1
 
 
 def _scored_tree(seed):
@@ -122,7 +124,8 @@ def test_the_learned_selector_shrinks_the_tree_when_the_scorer_doubts_it(registr
     proposal = attrs.evolve(proposal, features=None)
     tree = TokenTree(tokens=tree.tokens, parents=tree.parents, vocab_size=decoder.target.vocab_size,
                      logprobs=tree.logprobs)
-    ctx = StepContext(0, torch.tensor([0]), DecodeSettings(), decoder.target.vocab_size, 10, decoder.cost_curve)
+    ctx = StepContext(step=0, tokens=torch.tensor([0]), settings=DecodeSettings(), vocab_size=decoder.target.vocab_size,
+                      max_depth=10, cost=decoder.cost_curve)
     confident, doubtful = selector.scorer, None
     with torch.no_grad():
         selector.reach(tree, proposal)  # builds the untrained scorer

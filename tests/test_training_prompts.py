@@ -1,6 +1,6 @@
 import json
 
-from specmix.plugins.training_prompts import TEMPLATES, topics, training_prompts
+from specmix.plugins.trained.prompts import TEMPLATES, topics, training_prompts
 
 
 def test_prompts_are_distinct_and_reproducible():

@@ -14,7 +14,7 @@ import random
 
 import torch
 
-from specmix import Drafter, Marginals, Proposal, Riders, TokenTree, hookimpl
+from specmix import Capability, Drafter, Marginals, Proposal, Riders, TokenTree, hookimpl
 
 
 class _Oracle:
@@ -54,7 +54,7 @@ class _KitDrafter(Drafter):
 class RandomTreeDrafter(_KitDrafter):
     """A random trie each step: a (sometimes corrupted) true path, branches off it, and noise."""
 
-    produces = frozenset({"tree"})
+    produces = frozenset({Capability.TREE})
 
     def propose(self, ctx):
         rng, vocab = self.rng, ctx.vocab_size
@@ -76,7 +76,7 @@ class RandomTreeDrafter(_KitDrafter):
 class RandomMarginalsDrafter(_KitDrafter):
     """Random top-K marginals whose best guess is often the true next token."""
 
-    produces = frozenset({"marginals"})
+    produces = frozenset({Capability.MARGINALS})
 
     def propose(self, ctx):
         rng, vocab = self.rng, ctx.vocab_size
@@ -99,7 +99,7 @@ class RandomMarginalsDrafter(_KitDrafter):
 class SampledTreeDrafter(_KitDrafter):
     """Children drawn from a stated q without replacement, with q handed over (recursive rejection)."""
 
-    produces = frozenset({"tree"})
+    produces = frozenset({Capability.TREE})
 
     def propose(self, ctx):
         rng, vocab = self.rng, ctx.vocab_size
@@ -130,8 +130,8 @@ class SampledTreeDrafter(_KitDrafter):
 class RiderDrafter(_KitDrafter):
     """In-pass drafting: a Jacobi-style guess rides in the verification forward; its logits refine the guess."""
 
-    produces = frozenset({"tree", "riders"})
-    consumes = frozenset({"rider-logits"})
+    produces = frozenset({Capability.TREE, Capability.RIDERS})
+    consumes = frozenset({Capability.RIDER_LOGITS})
 
     def start(self, prompt, hidden):
         super().start(prompt, hidden)
@@ -143,10 +143,8 @@ class RiderDrafter(_KitDrafter):
         guess = (self.guess + [self.rng.randrange(vocab) for _ in range(width)])[:width]
         self.sent = guess
         tree = TokenTree.from_paths(ctx.root, [guess], vocab)
-        riders = None
-        if guess:
-            visible = torch.ones(width, width + 1, dtype=torch.bool).tril(diagonal=1)
-            riders = Riders(tokens=torch.tensor(guess), offsets=torch.arange(1, width + 1), visible=visible)
+        visible = torch.ones(width, width + 1, dtype=torch.bool).tril(diagonal=1)
+        riders = Riders(tokens=torch.tensor(guess, dtype=torch.long), offsets=torch.arange(1, width + 1), visible=visible)
         return Proposal(tree=tree, riders=riders)
 
     def observe(self, verdict, ctx):
@@ -168,8 +166,8 @@ class RiderDrafter(_KitDrafter):
 class FeatureDrafter(_KitDrafter):
     """Feature-conditioned drafting: a random readout of cached target hidden states at accepted positions."""
 
-    produces = frozenset({"marginals", "features"})
-    consumes = frozenset({"hidden-states"})
+    produces = frozenset({Capability.MARGINALS, Capability.FEATURES})
+    consumes = frozenset({Capability.HIDDEN_STATES})
     hidden_layers = (1, 2)
 
     def start(self, prompt, hidden):
@@ -188,10 +186,13 @@ class FeatureDrafter(_KitDrafter):
                     raise AssertionError(f"layer {layer} features differ from the target's hidden states")
         rng, vocab = self.rng, ctx.vocab_size
         depth, k = (rng.randint(1, 6), min(3, vocab)) if cached else (0, 1)
+        last = self.features[self.hidden_layers[-1]]
         if depth == 0:
-            return Proposal()
+            return Proposal(marginals=Marginals(ids=torch.zeros(0, k, dtype=torch.long),
+                                                logprobs=torch.zeros(0, k, dtype=torch.float64), vocab_size=vocab),
+                            features=last.new_zeros(0, last.shape[1]))
         generator = torch.Generator().manual_seed(rng.randrange(1 << 30))
-        last = self.features[self.hidden_layers[-1]][-1].to(torch.float64)
+        last = last[-1].to(torch.float64)
         weights = torch.randn(depth, last.shape[0], vocab, dtype=torch.float64, generator=generator)
         logprobs = torch.log_softmax(torch.einsum("d,hdv->hv", last, weights), dim=-1)
         top = logprobs.topk(k, dim=-1)

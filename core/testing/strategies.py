@@ -33,7 +33,7 @@ def kit_settings() -> settings:
 
 
 @st.composite
-def greedy_cases(draw, vocab_size: int = 32, max_length: int = 64) -> GreedyCase:
+def greedy_cases(draw, vocab_size: int = 32) -> GreedyCase:
     """A tiny model, a prompt, length and stop ids that sometimes cut generation short, and a drafter seed."""
     prompt = draw(st.lists(st.integers(0, vocab_size - 1), min_size=1, max_size=40))
     stops = draw(st.one_of(

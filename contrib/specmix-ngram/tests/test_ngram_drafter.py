@@ -6,7 +6,7 @@ from specmix_ngram import NgramDrafter
 
 
 def _propose(drafter, tokens, vocab=50):
-    ctx = StepContext(0, torch.tensor(tokens), DecodeSettings(), vocab, 20)
+    ctx = StepContext(step=0, tokens=torch.tensor(tokens), settings=DecodeSettings(), vocab_size=vocab, max_depth=20)
     return drafter.propose(ctx).tree
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from specmix import ConfigurationError, Drafter, Proposal, TokenTree
+from specmix import Capability, ConfigurationError, Drafter, Proposal, TokenTree
 from specmix.odds import ContinuationOdds
 
 
@@ -24,7 +24,7 @@ class NgramDrafter(Drafter):
     weight ``prior_weight``); the share of continuations through each child splits it.
     """
 
-    produces = frozenset({"tree"})
+    produces = frozenset({Capability.TREE})
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1, depth: int = 10, max_matches: int = 8,
                  prior: float = 0.5, prior_weight: float = 2.0):

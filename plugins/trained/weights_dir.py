@@ -37,7 +37,7 @@ def load_weights(module: nn.Module, directory: Path) -> nn.Module:
     return module
 
 
-def packaged(root: Path, config_type: type, **wanted) -> Path | None:
+def _packaged(root: Path, config_type: type, **wanted) -> Path | None:
     """The first directory under ``root`` whose config has every ``wanted`` field value, if any."""
     for config in sorted(Path(root).glob(f"*/{CONFIG_FILE}")):
         found = read_config(config_type, config.parent)
@@ -46,10 +46,17 @@ def packaged(root: Path, config_type: type, **wanted) -> Path | None:
     return None
 
 
-def config_for_target(config_type: type, directory: Path, fingerprint: str, what: str, hint: str):
-    """The config in ``directory``, which must name the target ``fingerprint``; else a clear error."""
+def find(config_type: type, fingerprint: str, *, chosen: str | None, shipped: Path, what: str, hint: str,
+         **wanted) -> tuple[Path, object]:
+    """The weights directory to load and its config: ``chosen``, else the one shipped under ``shipped``
+    for this target (and ``wanted`` config values). Either must have been trained for ``fingerprint``;
+    otherwise the error names the ``what`` and how to make one (``hint``)."""
+    directory = Path(chosen) if chosen else _packaged(shipped, config_type, target=fingerprint, **wanted)
+    if directory is None:
+        details = "".join(f" and {field} '{value}'" for field, value in wanted.items())
+        raise ConfigurationError(f"no trained {what} ships for this target ({fingerprint}){details}; {hint}")
     config = read_config(config_type, directory)
     if config.target != fingerprint:
         raise ConfigurationError(f"the {what} in {directory} was trained for {config.target}, "
                                  f"not this target ({fingerprint}); {hint}")
-    return config
+    return directory, config

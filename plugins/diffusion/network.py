@@ -20,7 +20,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from specmix.plugins import weights_dir
+from specmix.plugins.trained import weights_dir
+from specmix.target import fingerprint
 
 
 def tapped_layers(target_layers: int, draft_layers: int) -> tuple[int, ...]:
@@ -65,6 +66,16 @@ class DrafterConfig:
     """A fingerprint of the target the drafter was trained for (see :func:`specmix.target.fingerprint`)."""
     anchored_masks: bool = False
     """Every mask position also carries the block's first token's embedding, not only through attention."""
+
+    @classmethod
+    def for_target(cls, model, layers: int, **fields) -> DrafterConfig:
+        """A drafter of ``layers`` layers at the target's width (heads of 64 where it divides), tapping
+        the target as :func:`tapped_layers` says; ``fields`` set the rest."""
+        hidden = model.config.hidden_size
+        head_dim = 64 if hidden % 64 == 0 else hidden
+        return cls(hidden_size=hidden, num_layers=layers, num_heads=hidden // head_dim, head_dim=head_dim,
+                   taps=tapped_layers(model.config.num_hidden_layers, layers), target=fingerprint(model),
+                   **{"intermediate_size": model.config.intermediate_size, **fields})
 
 
 class RMSNorm(nn.Module):

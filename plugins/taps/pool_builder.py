@@ -1,6 +1,6 @@
 """The ``pool`` builder (TAPS): a top-K lattice over per-position marginals, with a beam per depth."""
 
-from specmix import ConfigurationError, TokenTree, TreeBuilder, hookimpl
+from specmix import Capability, ConfigurationError, TokenTree, TreeBuilder
 
 
 class PoolBuilder(TreeBuilder):
@@ -13,8 +13,8 @@ class PoolBuilder(TreeBuilder):
     unlikely-looking branches to choose from.
     """
 
-    consumes = frozenset({"marginals"})
-    produces = frozenset({"tree", "logprobs"})
+    consumes = frozenset({Capability.MARGINALS})
+    produces = frozenset({Capability.TREE, Capability.LOGPROBS})
 
     def __init__(self, top_k: int = 4, beam: int = 8, nodes: int = 64):
         if top_k < 1 or beam < 1 or nodes < 0:
@@ -23,7 +23,7 @@ class PoolBuilder(TreeBuilder):
 
     def build(self, proposal, ctx):
         marginals = proposal.marginals
-        depth = 0 if marginals is None else min(marginals.depth, ctx.max_depth)
+        depth = min(marginals.depth, ctx.max_depth)
         tokens, parents, logprobs = [ctx.root], [-1], [0.0]
         ids, lp = ([], []) if depth == 0 else (marginals.ids[:depth].tolist(), marginals.logprobs[:depth].tolist())
         frontier = [(0, 0.0)]  # (node index, path log-probability)
@@ -42,7 +42,3 @@ class PoolBuilder(TreeBuilder):
                 break
         return TokenTree(tokens=tokens, parents=parents, vocab_size=ctx.vocab_size, logprobs=logprobs)
 
-
-@hookimpl
-def register_tree_builders(register):
-    register("pool", PoolBuilder)

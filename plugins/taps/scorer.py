@@ -18,7 +18,7 @@ import attrs
 import torch
 from torch import nn
 
-from specmix.plugins import weights_dir
+from specmix.plugins.trained import weights_dir
 
 EDGE_STATS = 6  # child log-prob, cumulative log-prob, and the position's top-1 log-prob, entropy, margin, top-K mass
 SLOT_STATS = 5  # the parent's cumulative log-prob and the next position's top-1 log-prob, entropy, margin, top-K mass
@@ -47,6 +47,12 @@ class EdgeInputs:
     slot_stats: torch.Tensor = attrs.field(eq=False)  # [N, SLOT_STATS]: of each node as a parent
     child_features: torch.Tensor | None = attrs.field(eq=False)  # [N, F] drafter hidden state at each node's position
     slot_features: torch.Tensor | None = attrs.field(eq=False)  # [N, F] at the position after each node
+
+    def in_float(self) -> EdgeInputs:
+        """These inputs with the drafter features in float32 (traces store them in half precision)."""
+        if self.child_features is None:
+            return self
+        return attrs.evolve(self, child_features=self.child_features.float(), slot_features=self.slot_features.float())
 
 
 def _position_stats(marginals, rows: int) -> torch.Tensor:

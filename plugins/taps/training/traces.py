@@ -19,7 +19,7 @@ import torch
 from torch.nn import functional as F
 
 from specmix import Verifier
-from specmix.plugins.taps_scorer import EdgeInputs, Scorer, differentiable_log_reach, edge_inputs
+from specmix.plugins.taps.scorer import EdgeInputs, Scorer, differentiable_log_reach, edge_inputs
 
 
 @attrs.frozen
@@ -48,7 +48,7 @@ class RecordingVerifier(Verifier):
 
     def __init__(self, inner: Verifier, sink):
         self.inner, self.sink = inner, sink
-        self.consumes, self.produces = inner.consumes, inner.produces
+        self.consumes, self.produces, self.uses = inner.consumes, inner.produces, inner.uses
 
     def attach(self, target):
         self.inner.attach(target)
@@ -81,10 +81,7 @@ def ancestors(parents: torch.Tensor) -> torch.Tensor:
 
 
 def trace_loss(scorer: Scorer, embedding, item: Trace, kind: str) -> torch.Tensor:
-    inputs = item.inputs
-    if inputs.child_features is not None:
-        inputs = attrs.evolve(inputs, child_features=inputs.child_features.float(),
-                              slot_features=inputs.slot_features.float())
+    inputs = item.inputs.in_float()
     child, other = scorer.conditional_logprobs(inputs, embedding)
     target = labels(item, kind)
     parents = inputs.parents.clamp_min(0)

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import torch
 
-from specmix import ConfigurationError, Drafter, Marginals, Method, Proposal, hookimpl
-from specmix.plugins import weights_dir
-from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, head_over, tapped_layers
+from specmix import Capability, ConfigurationError, Drafter, Marginals, Proposal
+from specmix.plugins.diffusion.network import BlockDrafter, DrafterConfig, head_over
+from specmix.plugins.trained import weights_dir
 
 TRAIN_HINT = "train one with `specmix train diffusion --target MODEL --out DIR` and pass -o drafter.weights=DIR"
-PACKAGED = Path(__file__).parent / "drafters"
+SHIPPED = Path(__file__).parent / "weights"
 VOCAB_FILE = "vocab.json"
 """Beside a drafter's weights: the token ids of its training responses, most frequent first."""
 
@@ -33,8 +33,8 @@ class DiffusionDrafter(Drafter):
     unchanged; a token outside the list is simply never proposed.
     """
 
-    produces = frozenset({"marginals", "features"})
-    consumes = frozenset({"hidden-states"})
+    produces = frozenset({Capability.MARGINALS, Capability.FEATURES})
+    consumes = frozenset({Capability.HIDDEN_STATES})
     test_options = {"random_layers": 1}
 
     def __init__(self, weights: str | None = None, top_k: int = 8, block_size: int | None = None,
@@ -46,22 +46,14 @@ class DiffusionDrafter(Drafter):
 
     def attach(self, target):
         model = target.model
-        fingerprint = target.fingerprint
         if self.random_layers:
-            hidden = model.config.hidden_size
-            head_dim = 64 if hidden % 64 == 0 else hidden
-            config = DrafterConfig(hidden_size=hidden, num_layers=self.random_layers, num_heads=hidden // head_dim,
-                                   head_dim=head_dim, intermediate_size=2 * hidden,
-                                   taps=tapped_layers(target.num_layers, self.random_layers), target=fingerprint)
+            config = DrafterConfig.for_target(model, self.random_layers, intermediate_size=2 * model.config.hidden_size)
             with torch.random.fork_rng():
                 torch.manual_seed(self.seed)
                 self.net = BlockDrafter(config)
         else:
-            directory = (Path(self.weights) if self.weights
-                         else weights_dir.packaged(PACKAGED, DrafterConfig, target=fingerprint))
-            if directory is None:
-                raise ConfigurationError(f"no trained diffusion drafter ships for this target ({fingerprint}); {TRAIN_HINT}")
-            config = weights_dir.config_for_target(DrafterConfig, directory, fingerprint, "drafter", TRAIN_HINT)
+            directory, config = weights_dir.find(DrafterConfig, target.fingerprint, chosen=self.weights, shipped=SHIPPED,
+                                                 what="diffusion drafter", hint=TRAIN_HINT)
             self.net = weights_dir.load_weights(BlockDrafter(config), directory)
         self.net = self.net.to(device=target.device, dtype=target.dtype).eval().requires_grad_(False)
         self.embed, self.head = model.get_input_embeddings(), model.get_output_embeddings()
@@ -91,8 +83,12 @@ class DiffusionDrafter(Drafter):
     @torch.no_grad()
     def propose(self, ctx):
         size = min(self.block, ctx.max_depth + 1)
-        if size < 2:
-            return Proposal()
+        if size < 2:  # no room left to draft
+            width = self.net.config.hidden_size
+            return Proposal(marginals=Marginals(ids=torch.zeros(0, self.top_k, dtype=torch.long),
+                                                logprobs=torch.zeros(0, self.top_k, dtype=torch.float64),
+                                                vocab_size=ctx.vocab_size),
+                            features=torch.zeros(0, width, dtype=self.head.weight.dtype))
         block = self.net.block_inputs(self.embed(ctx.tokens[-1:].to(self.head.weight.device)), size)
         positions = torch.arange(self.length, self.length + size, device=block.device)
         hidden = self.net(block, positions, self.context)[1:]
@@ -106,27 +102,3 @@ class DiffusionDrafter(Drafter):
     def observe(self, verdict, ctx):
         self._append(verdict.hidden)
 
-
-@hookimpl
-def register_drafters(register):
-    register("diffusion", DiffusionDrafter)
-
-
-@hookimpl
-def register_methods(register):
-    register(Method(
-        name="dflash",
-        drafter="diffusion",
-        builder="chain",
-        selector="all",
-        verifier="tree",
-        description="DFlash: a trained block-diffusion drafter proposes a block; its top-1 chain is verified whole.",
-    ))
-    register(Method(
-        name="ddtree",
-        drafter="diffusion",
-        builder="best-first",
-        selector="budget",
-        verifier="tree",
-        description="DDTree: a best-first tree over the diffusion drafter's marginals, sized by the cost curve.",
-    ))

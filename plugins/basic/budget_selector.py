@@ -2,11 +2,10 @@
 
 import torch
 
-from specmix import ConfigurationError, Selector, hookimpl
-from specmix.selection import most_reached
+from specmix import Capability, ConfigurationError, ReachSelector
 
 
-class BudgetSelector(Selector):
+class BudgetSelector(ReachSelector):
     """Keeps the nodes most likely to be reached, best first.
 
     A node's reach is its path probability under the drafter (``exp`` of cumulative
@@ -16,15 +15,15 @@ class BudgetSelector(Selector):
     measured cost curve, riders included in the forward size.
     """
 
+    uses = frozenset({Capability.LOGPROBS})
+
     def __init__(self, budget: int | None = None, prior: float = 0.5):
-        if budget is not None and budget < 0:
-            raise ConfigurationError(f"budget must be >= 0 nodes, got {budget}")
+        super().__init__(budget)
         if not 0 < prior <= 1:
             raise ConfigurationError(f"prior must lie in (0, 1], got {prior}")
-        self.budget, self.prior = budget, prior
-        self.consumes = frozenset() if budget is not None else frozenset({"cost-curve"})
+        self.prior = prior
 
-    def reach(self, tree) -> torch.Tensor:
+    def reach(self, tree, proposal=None) -> torch.Tensor:
         cumulative = tree.cumulative_logprobs()
         if cumulative is not None:
             return cumulative.exp()
@@ -33,14 +32,3 @@ class BudgetSelector(Selector):
             parent = tree.parent_list[node]
             reach[node] = reach[parent] * self.prior / len(tree.children[parent])
         return reach
-
-    def select(self, tree, proposal, ctx):
-        if tree.size == 1:
-            return tree
-        riders = 0 if proposal.riders is None else proposal.riders.count
-        return tree.subtree(most_reached(self.reach(tree).tolist(), ctx.cost, self.budget, riders))
-
-
-@hookimpl
-def register_selectors(register):
-    register("budget", BudgetSelector)

@@ -1,13 +1,8 @@
 """The ``all`` selector: verifies the whole candidate tree."""
 
-from specmix import Selector, hookimpl
+from specmix import Selector
 
 
 class AllSelector(Selector):
     def select(self, tree, proposal, ctx):
         return tree
-
-
-@hookimpl
-def register_selectors(register):
-    register("all", AllSelector)

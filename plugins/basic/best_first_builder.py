@@ -2,7 +2,7 @@
 
 import heapq
 
-from specmix import ConfigurationError, TokenTree, TreeBuilder, hookimpl
+from specmix import Capability, ConfigurationError, TokenTree, TreeBuilder
 
 
 class BestFirstBuilder(TreeBuilder):
@@ -15,8 +15,8 @@ class BestFirstBuilder(TreeBuilder):
     carrying its draft log-probability for the selector.
     """
 
-    consumes = frozenset({"marginals"})
-    produces = frozenset({"tree", "logprobs"})
+    consumes = frozenset({Capability.MARGINALS})
+    produces = frozenset({Capability.TREE, Capability.LOGPROBS})
 
     def __init__(self, nodes: int = 64):
         if nodes < 0:
@@ -25,10 +25,10 @@ class BestFirstBuilder(TreeBuilder):
 
     def build(self, proposal, ctx):
         marginals = proposal.marginals
-        depth = 0 if marginals is None else min(marginals.depth, ctx.max_depth)
+        depth = min(marginals.depth, ctx.max_depth)
         tokens, parents, logprobs = [ctx.root], [-1], [0.0]
-        if depth == 0 or self.nodes == 0:
-            return TokenTree.root_only(ctx.root, ctx.vocab_size)
+        if depth <= 0 or self.nodes == 0:
+            return TokenTree(tokens=tokens, parents=parents, vocab_size=ctx.vocab_size, logprobs=logprobs)
         ids, lp = marginals.ids[:depth].tolist(), marginals.logprobs[:depth].tolist()
         width = len(ids[0])
         heap = [(-lp[0][0], 0, 0, 0, 0.0)]  # (-score, position, rank, parent index, parent score)
@@ -44,7 +44,3 @@ class BestFirstBuilder(TreeBuilder):
                 heapq.heappush(heap, (negative - lp[position + 1][0], position + 1, 0, index, -negative))
         return TokenTree(tokens=tokens, parents=parents, vocab_size=ctx.vocab_size, logprobs=logprobs)
 
-
-@hookimpl
-def register_tree_builders(register):
-    register("best-first", BestFirstBuilder)

@@ -25,7 +25,7 @@ import attrs
 import torch
 from torch.nn import functional as F
 
-from specmix.plugins.diffusion_model import BlockDrafter, head_over
+from specmix.plugins.diffusion.network import BlockDrafter, head_over
 
 
 @attrs.frozen
@@ -68,7 +68,7 @@ def block_loss(net: BlockDrafter, embed, head, ids: torch.Tensor, tapped: torch.
     """Decay-weighted cross-entropy of the blocks starting at ``anchors`` of one sequence.
 
     With ``vocab`` (token ids), ``head`` gives logits over those tokens only (see
-    :func:`~specmix.plugins.diffusion_model.head_over`) and other targets are skipped.
+    :func:`~specmix.plugins.diffusion.network.head_over`) and other targets are skipped.
     """
     size, length = net.config.block_size, ids.shape[0]
     features = net.features(tapped)

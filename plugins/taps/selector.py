@@ -6,16 +6,15 @@ from pathlib import Path
 
 import torch
 
-from specmix import ConfigurationError, Method, Selector, hookimpl
-from specmix.plugins import weights_dir
-from specmix.plugins.taps_scorer import Scorer, ScorerConfig, edge_inputs, log_reach
-from specmix.selection import most_reached
+from specmix import Capability, ConfigurationError, ReachSelector
+from specmix.plugins.taps.scorer import Scorer, ScorerConfig, edge_inputs, log_reach
+from specmix.plugins.trained import weights_dir
 
-PACKAGED = Path(__file__).parent / "scorers"
+SHIPPED = Path(__file__).parent / "weights"
 TRAIN_HINT = "train one with `specmix train scorer --target MODEL --drafter NAME` and pass -o selector.weights=DIR"
 
 
-class LearnedSelector(Selector):
+class LearnedSelector(ReachSelector):
     """Keeps the nodes the scorer thinks the target will reach, as many as pay for themselves.
 
     A node's reach is the product, down its path, of the scorer's chance that the target
@@ -30,14 +29,12 @@ class LearnedSelector(Selector):
     depends on the scorer).
     """
 
+    uses = frozenset({Capability.LOGPROBS, Capability.MARGINALS, Capability.FEATURES})
     test_options = {"random_init": True}
 
     def __init__(self, weights: str | None = None, drafter: str = "diffusion", budget: int | None = None,
                  random_init: bool = False, seed: int = 0):
-        if budget is not None and budget < 0:
-            raise ConfigurationError(f"budget must be >= 0 nodes, got {budget}")
-        self.budget = budget
-        self.consumes = frozenset() if budget is not None else frozenset({"cost-curve"})
+        super().__init__(budget)
         self.weights, self.drafter, self.random_init, self.seed = weights, drafter, random_init, seed
 
     def attach(self, target):
@@ -46,19 +43,9 @@ class LearnedSelector(Selector):
         if self.random_init:
             self.scorer = None  # built on first use, when the drafter's feature width is known
             return
-        directory = (Path(self.weights) if self.weights
-                     else weights_dir.packaged(PACKAGED, ScorerConfig, target=target.fingerprint, drafter=self.drafter))
-        if directory is None:
-            raise ConfigurationError(f"no trained scorer ships for this target ({target.fingerprint}) and drafter "
-                                     f"'{self.drafter}'; {TRAIN_HINT}")
-        config = weights_dir.config_for_target(ScorerConfig, directory, target.fingerprint, "scorer", TRAIN_HINT)
+        directory, config = weights_dir.find(ScorerConfig, target.fingerprint, chosen=self.weights, shipped=SHIPPED,
+                                             what="scorer", hint=TRAIN_HINT, drafter=self.drafter)
         self.scorer = Scorer.load(directory, config)
-
-    def select(self, tree, proposal, ctx):
-        if tree.size == 1:
-            return tree
-        riders = 0 if proposal.riders is None else proposal.riders.count
-        return tree.subtree(most_reached(self.reach(tree, proposal).tolist(), ctx.cost, self.budget, riders))
 
     @torch.no_grad()
     def reach(self, tree, proposal) -> torch.Tensor:
@@ -76,20 +63,3 @@ class LearnedSelector(Selector):
                                          f"the drafter gives {inputs.child_features.shape[-1]}; {TRAIN_HINT}")
         child, _ = self.scorer.conditional_logprobs(inputs, self.embedding)
         return log_reach(child, inputs.parents).exp()
-
-
-@hookimpl
-def register_selectors(register):
-    register("learned", LearnedSelector)
-
-
-@hookimpl
-def register_methods(register):
-    register(Method(
-        name="taps",
-        drafter="diffusion",
-        builder="pool",
-        selector="learned",
-        verifier="tree",
-        description="TAPS: a wide pool over the diffusion drafter's marginals, cut by a learned path-acceptance scorer.",
-    ))

@@ -7,24 +7,18 @@ so an interrupted run is resumed by running the same command again.
 from __future__ import annotations
 
 import json
-import sys
-import time
 from pathlib import Path
 
 import torch
 
-from specmix import Decoder, DecodeSettings, Registry, hookimpl
-from specmix.loading import load_model
-from specmix.plugins.diffusion_drafter import VOCAB_FILE
-from specmix.plugins.diffusion_model import BlockDrafter, DrafterConfig, start_from_target, tapped_layers
-from specmix.plugins.diffusion_training import Example, TrainSettings, frequent_tokens, train
-from specmix.plugins.training_prompts import stored_prompts
-from specmix.target import fingerprint
+from specmix import Decoder, DecodeSettings, Registry, Target, Trainer
+from specmix.plugins.diffusion.drafter import VOCAB_FILE
+from specmix.plugins.diffusion.network import BlockDrafter, DrafterConfig, start_from_target
+from specmix.plugins.diffusion.training.loss import Example, TrainSettings, frequent_tokens, train
+from specmix.plugins.trained.recipes import add_common_arguments, logger, loss_bar, open_workspace
 from specmix.text import encode
 
-
-def _log(message: str) -> None:
-    print(f"specmix train diffusion: {message}", file=sys.stderr, flush=True)
+_log = logger("diffusion")
 
 
 def generate_responses(model, tokenizer, prompts: list[str], path: Path, max_new_tokens: int, batch_size: int) -> None:
@@ -33,7 +27,7 @@ def generate_responses(model, tokenizer, prompts: list[str], path: Path, max_new
 
     done = sum(1 for line in path.open()) if path.exists() else 0
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    eos = set(Decoder(model, Registry.load().compose("vanilla")).target.eos_ids)
+    eos = set(Target(model).eos_ids)
     with path.open("a") as out, tqdm(total=len(prompts), initial=done, desc="responses", unit="prompt") as bar:
         for start in range(done, len(prompts), batch_size):
             batch = [encode(tokenizer, p) for p in prompts[start:start + batch_size]]
@@ -73,18 +67,11 @@ def _rope_theta(config) -> float:
     return float(parameters.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
 
 
-class DiffusionTrainer:
+class DiffusionTrainer(Trainer):
     description = "train a block-diffusion (DFlash-style) drafter for a target on its own responses"
 
     def add_arguments(self, parser):
-        parser.add_argument("--target", help="HF id, directory or .gguf (default: the embedded default model)")
-        parser.add_argument("--out", required=True, help="output directory (resumable)")
-        parser.add_argument("--cache-dir")
-        parser.add_argument("--prompts", type=int, default=1500, help="training prompts (default 1500)")
-        parser.add_argument("--held-out", type=int, default=24, help="prompts kept out of training for evaluation")
-        parser.add_argument("--exclude", action="append", default=[], type=Path,
-                            help="benchmark prompt files (.jsonl) no training prompt may overlap (repeatable)")
-        parser.add_argument("--max-new-tokens", type=int, default=256)
+        add_common_arguments(parser, prompts=1500, held_out=24, max_new_tokens=256)
         parser.add_argument("--batch-size", type=int, default=32)
         parser.add_argument("--layers", type=int, default=1)
         parser.add_argument("--block-size", type=int, default=16)
@@ -96,17 +83,10 @@ class DiffusionTrainer:
                                  "steps several times cheaper (0: the whole vocabulary)")
         parser.add_argument("--random-init", action="store_true",
                             help="start the draft layers at random instead of as copies of the target's last layers")
-        parser.add_argument("--seed", type=int, default=0)
 
     def run(self, args) -> int:
-        from tqdm.auto import tqdm
-
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        model, tokenizer = load_model(args.target, cache=args.cache_dir)
-        started = time.perf_counter()
-
-        prompts = stored_prompts(out / "prompts.json", args.prompts, args.seed, args.exclude)
+        work = open_workspace(args)
+        model, tokenizer, out, prompts = work.model, work.tokenizer, work.out, work.prompts
         _log(f"{len(prompts)} prompts ({out / 'prompts.json'})")
 
         responses = out / "responses.jsonl"
@@ -116,25 +96,15 @@ class DiffusionTrainer:
         training, held_out = examples[: -args.held_out], prompts[-args.held_out:]
         _log(f"{len(training)} training sequences, {sum(len(e.ids) - e.response_start for e in training)} response tokens")
 
-        hidden = model.config.hidden_size
-        head_dim = 64 if hidden % 64 == 0 else hidden
-        config = DrafterConfig(hidden_size=hidden, num_layers=args.layers, num_heads=hidden // head_dim,
-                               head_dim=head_dim, intermediate_size=model.config.intermediate_size,
-                               taps=tapped_layers(model.config.num_hidden_layers, args.layers),
-                               block_size=args.block_size, rope_theta=_rope_theta(model.config),
-                               target=fingerprint(model), anchored_masks=True)
+        config = DrafterConfig.for_target(model, args.layers, block_size=args.block_size,
+                                          rope_theta=_rope_theta(model.config), anchored_masks=True)
         torch.manual_seed(args.seed)
         net = BlockDrafter(config)
         if not args.random_init and not start_from_target(net, model):
             _log("the target's layers are not Llama-style: the draft layers start at random")
         settings = TrainSettings(steps=args.steps, lr=args.lr, anchors=args.anchors, seed=args.seed,
                                  vocab=args.vocab or None)
-        with tqdm(total=settings.steps, desc="training", unit="step") as bar:
-            def progress(step, loss):
-                bar.n = step + 1
-                bar.set_postfix(loss=f"{loss:.3f}")
-                bar.refresh()
-
+        with loss_bar("training", settings.steps) as progress:
             losses = train(net, model, training, settings, out / "checkpoint.pt", progress)
         net.save(out)
         (out / VOCAB_FILE).write_text(json.dumps(frequent_tokens(training).tolist()))
@@ -144,12 +114,7 @@ class DiffusionTrainer:
                           tokenizer=tokenizer)
         report = acceptance_by_position(decoder, held_out, tokenizer, 128)
         report.update(final_loss=sum(losses[-100:]) / max(1, len(losses[-100:])), sequences=len(training),
-                      seconds_this_run=time.perf_counter() - started)
+                      seconds_this_run=work.elapsed())
         (out / "eval.json").write_text(json.dumps(report, indent=1))
         _log(f"held-out tau {report['tau']:.2f}; drafter saved in {out}")
         return 0
-
-
-@hookimpl
-def register_trainers(register):
-    register("diffusion", DiffusionTrainer())

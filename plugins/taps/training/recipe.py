@@ -7,20 +7,18 @@ interrupted run resumes when the same command runs again.
 from __future__ import annotations
 
 import json
-import sys
-import time
 from pathlib import Path
 
 import attrs
 import torch
 
-from specmix import Decoder, DecodeSettings, Registry, hookimpl
+from specmix import Decoder, DecodeSettings, Registry, Target, Trainer
 from specmix.composition import Slot
 from specmix.cost import cost_curve_for
-from specmix.loading import load_model
-from specmix.plugins.taps_scorer import Scorer, ScorerConfig, log_reach
-from specmix.plugins.taps_training import RecordingVerifier, labels, train_scorer
-from specmix.plugins.training_prompts import SCORER_TEMPLATES, stored_prompts
+from specmix.plugins.taps.scorer import Scorer, ScorerConfig, log_reach
+from specmix.plugins.taps.training.traces import RecordingVerifier, labels, train_scorer
+from specmix.plugins.trained.prompts import SCORER_TEMPLATES
+from specmix.plugins.trained.recipes import add_common_arguments, logger, loss_bar, open_workspace
 from specmix.selection import most_reached
 from specmix.target import fingerprint
 from specmix.text import encode
@@ -28,9 +26,7 @@ from specmix.text import encode
 # What the candidate trees come from, per drafter: a wide pool for marginal drafters, the drafter's own tree otherwise.
 BUILDERS = {"diffusion": ("pool", {"nodes": 64}), "ptd": ("drafted", {})}
 
-
-def _log(message: str) -> None:
-    print(f"specmix train scorer: {message}", file=sys.stderr, flush=True)
+_log = logger("scorer")
 
 
 def collect_traces(model, tokenizer, drafter: str, drafter_options: dict, prompts: list[str], directory: Path,
@@ -76,35 +72,23 @@ def offline_rate(traces, reach_of, cost) -> dict:
     return {"tokens_per_s": tokens / seconds, "tau": tokens / len(traces), "nodes": nodes / len(traces)}
 
 
-class ScorerTrainer:
+class ScorerTrainer(Trainer):
     description = "train a TAPS path-acceptance scorer for a target and drafter on fully verified candidate trees"
 
     def add_arguments(self, parser):
-        parser.add_argument("--target", help="HF id, directory or .gguf (default: the embedded default model)")
+        add_common_arguments(parser, prompts=80, held_out=8, max_new_tokens=64)
         parser.add_argument("--drafter", default="diffusion", help="the drafter whose trees to score (diffusion, ptd, ...)")
         parser.add_argument("--drafter-weights", help="the drafter's weights directory (default: the shipped one)")
-        parser.add_argument("--out", required=True, help="output directory (resumable)")
-        parser.add_argument("--cache-dir")
-        parser.add_argument("--prompts", type=int, default=80, help="prompts to trace (default 80)")
-        parser.add_argument("--held-out", type=int, default=8, help="prompts whose traces only evaluate")
-        parser.add_argument("--exclude", action="append", default=[], type=Path,
-                            help="benchmark prompt files (.jsonl) no prompt may overlap (repeatable)")
-        parser.add_argument("--max-new-tokens", type=int, default=64)
         parser.add_argument("--labels", choices=("argmax", "probs"), default="argmax",
                             help="argmax labels (greedy decoding) or the target's probabilities (sampling)")
         parser.add_argument("--epochs", type=int, default=30)
-        parser.add_argument("--seed", type=int, default=0)
 
     def run(self, args) -> int:
-        from tqdm.auto import tqdm
-
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        model, tokenizer = load_model(args.target, cache=args.cache_dir)
-        started = time.perf_counter()
-        prompts = stored_prompts(out / "prompts.json", args.prompts, args.seed, args.exclude, SCORER_TEMPLATES)
+        work = open_workspace(args, SCORER_TEMPLATES)
+        model, out = work.model, work.out
         drafter_options = {"weights": args.drafter_weights} if args.drafter_weights else {}
-        collect_traces(model, tokenizer, args.drafter, drafter_options, prompts, out / "traces", args.max_new_tokens)
+        collect_traces(model, work.tokenizer, args.drafter, drafter_options, work.prompts, out / "traces",
+                       args.max_new_tokens)
         per_prompt = load_traces(out / "traces")
         training = [item for items in per_prompt[: -args.held_out] for item in items]
         held_out = [item for items in per_prompt[-args.held_out:] for item in items]
@@ -117,23 +101,15 @@ class ScorerTrainer:
                               drafter=args.drafter, labels=args.labels, target=fingerprint(model))
         torch.manual_seed(args.seed)
         scorer = Scorer(config)
-        with tqdm(desc="training", unit="step") as bar:
-            def progress(step, total, loss):
-                bar.total, bar.n = total, step + 1
-                bar.set_postfix(loss=f"{loss:.3f}")
-                bar.refresh()
-
+        with loss_bar("training") as progress:
             losses = train_scorer(scorer, embedding, training, args.labels, args.epochs, seed=args.seed,
                                   checkpoint=out / "checkpoint.pt", progress=progress)
         scorer.save(out)
 
-        cost = cost_curve_for(Decoder(model, Registry.load().compose("vanilla")).target)
+        cost = cost_curve_for(Target(model))
         with torch.no_grad():
             def learned(item):
-                inputs = item.inputs
-                if inputs.child_features is not None:
-                    inputs = attrs.evolve(inputs, child_features=inputs.child_features.float(),
-                                          slot_features=inputs.slot_features.float())
+                inputs = item.inputs.in_float()
                 return log_reach(scorer.conditional_logprobs(inputs, embedding)[0], inputs.parents).exp()
 
             report = {
@@ -142,13 +118,8 @@ class ScorerTrainer:
                 "label_mean": float(torch.cat([labels(t, args.labels)[1:] for t in held_out]).mean()),
             }
         report.update(final_loss=sum(losses[-20:]) / max(1, len(losses[-20:])), trees=len(training),
-                      seconds_this_run=time.perf_counter() - started)
+                      seconds_this_run=work.elapsed())
         (out / "eval.json").write_text(json.dumps(report, indent=1))
         _log(f"held-out offline tokens/s: learned {report['learned']['tokens_per_s']:.1f}, "
              f"draft product {report['draft_product']['tokens_per_s']:.1f}; scorer saved in {out}")
         return 0
-
-
-@hookimpl
-def register_trainers(register):
-    register("scorer", ScorerTrainer())

@@ -24,12 +24,6 @@ class DraftNode:
     children: list[DraftNode] = attrs.Factory(list)
     prediction: int | None = None
 
-    def walk(self, depth: int = 0) -> Iterator[tuple[DraftNode, int]]:
-        """This node and its descendants, depth first, with their depth below this node."""
-        yield self, depth
-        for child in self.children:
-            yield from child.walk(depth + 1)
-
     def paths(self) -> Iterator[list[int]]:
         """Every path of tokens from this node's children down to a leaf."""
         for child in self.children:
@@ -62,8 +56,8 @@ class ProgressiveDraftTree:
                 node.children.append(DraftNode(chain[1]))
             self.spine.append(node)
 
-    def riders(self) -> Riders | None:
-        """The tree in depth-first order (at most ``max_riders`` nodes), remembered for ``grow``."""
+    def riders(self) -> Riders:
+        """The tree in depth-first order (at most ``max_riders`` nodes; maybe none), remembered for ``grow``."""
         order, offsets, visible_sets, heads = [], [], [], []
         for head in self.spine:
             if len(order) >= self.max_riders:
@@ -79,13 +73,12 @@ class ProgressiveDraftTree:
                 offsets.append(len(prefix) + len(path))
                 stack.extend((child, path) for child in reversed(node.children))
         self.sent = order
-        if not order:
-            return None
         visible = torch.zeros(len(order), len(order) + 1, dtype=torch.bool)
         visible[:, 0] = True
         for row, columns in enumerate(visible_sets):
             visible[row, [c + 1 for c in columns]] = True
-        return Riders(tokens=torch.tensor([n.token for n in order]), offsets=torch.tensor(offsets), visible=visible)
+        return Riders(tokens=torch.tensor([n.token for n in order], dtype=torch.long),
+                      offsets=torch.tensor(offsets, dtype=torch.long), visible=visible)
 
     def grow(self, predictions: Sequence[int], stop_ids: frozenset[int]) -> None:
         """Record each sent node's prediction and make it a child (a new one, if there is room).
@@ -118,8 +111,3 @@ class ProgressiveDraftTree:
         del self.spine[: max(0, len(self.spine) - self.spine_size)]
         if self.spine and len(self.spine) < self.spine_size and self.spine[-1].prediction is not None:
             self.spine.append(DraftNode(self.spine[-1].prediction))
-
-    def nodes(self) -> Iterator[DraftNode]:
-        for head in self.spine:
-            for node, _ in head.walk():
-                yield node

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import random
 
-from specmix import Drafter, Method, Proposal, hookimpl
+from specmix import Capability, Drafter, Proposal
 from specmix.odds import ContinuationOdds
-from specmix.plugins.ptd_draft_tree import ProgressiveDraftTree
-from specmix.plugins.ptd_pool import CandidatePool
+from specmix.plugins.ptd.draft_tree import ProgressiveDraftTree
+from specmix.plugins.ptd.pool import CandidatePool
 
 
 class PTDDrafter(Drafter):
@@ -29,8 +29,8 @@ class PTDDrafter(Drafter):
     target continues a candidate before any evidence (0.5).
     """
 
-    produces = frozenset({"tree", "riders"})
-    consumes = frozenset({"rider-logits"})
+    produces = frozenset({Capability.TREE, Capability.RIDERS})
+    consumes = frozenset({Capability.RIDER_LOGITS})
 
     def __init__(self, spine: int = 4, max_children: int = 2, max_depth: int = 6, max_riders: int = 8,
                  linked_spine: bool = True, pool_nodes: int = 60, candidate_depth: int = 8, seed: int = 0,
@@ -65,28 +65,3 @@ class PTDDrafter(Drafter):
                 self.pool.add(node.token, node.paths())
         self.odds.record(verdict, lambda node: tree.depth_list[node] >= 1)
 
-
-@hookimpl
-def register_drafters(register):
-    register("ptd", PTDDrafter)
-
-
-@hookimpl
-def register_methods(register):
-    register(Method(
-        name="ptd",
-        drafter="ptd",
-        builder="drafted",
-        selector="budget",
-        verifier="tree",
-        description="Progressive Tree Drafting: the target drafts for itself in its own verification pass.",
-    ))
-    register(Method(
-        name="ptd-branches",
-        drafter="ptd",
-        builder="drafted",
-        selector="budget",
-        verifier="tree",
-        options={"drafter": {"linked_spine": False, "max_children": 1}},
-        description="PTD's ablation: independent linear branches (Self-Draft / lookahead-like) instead of a tree.",
-    ))

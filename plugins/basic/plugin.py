@@ -1,0 +1,46 @@
+"""Entry point ``basic``: the shared components and the ``vanilla`` method."""
+
+from specmix import Method, hookimpl
+from specmix.plugins.basic.all_selector import AllSelector
+from specmix.plugins.basic.best_first_builder import BestFirstBuilder
+from specmix.plugins.basic.budget_selector import BudgetSelector
+from specmix.plugins.basic.chain_builder import ChainBuilder
+from specmix.plugins.basic.drafted_builder import DraftedTreeBuilder
+from specmix.plugins.basic.none_drafter import NoDrafter
+from specmix.plugins.basic.tree_verifier import TreeVerifier
+
+
+@hookimpl
+def register_drafters(register):
+    register("none", NoDrafter)
+
+
+@hookimpl
+def register_tree_builders(register):
+    register("drafted", DraftedTreeBuilder)
+    register("chain", ChainBuilder)
+    register("best-first", BestFirstBuilder)
+
+
+@hookimpl
+def register_selectors(register):
+    register("all", AllSelector)
+    register("budget", BudgetSelector)
+
+
+@hookimpl
+def register_verifiers(register):
+    register("tree", TreeVerifier)
+
+
+@hookimpl
+def register_methods(register):
+    register(Method(
+        name="vanilla",
+        drafter="none",
+        builder="drafted",
+        selector="all",
+        verifier="tree",
+        description="One token per target forward through the full engine: the baseline for overhead.",
+        default=True,
+    ))

@@ -1,0 +1,2 @@
+"""What trained artifacts share: the prompt sets recipes train on (``prompts``) and the
+directories trained weights live in (``weights_dir``), shipped or made by a user."""

@@ -1,0 +1,185 @@
+"""Every hook is documented in the README and exercised here, through a plugin registered for one test."""
+
+import argparse
+import inspect
+from pathlib import Path
+
+import pytest
+
+from specmix import (
+    Capability,
+    ConfigurationError,
+    DecodeSettings,
+    Drafter,
+    Method,
+    Proposal,
+    Registry,
+    Selector,
+    TokenTree,
+    Trainer,
+    TreeBuilder,
+    hookimpl,
+    hookspecs,
+    load,
+)
+from specmix.plugins.basic.tree_verifier import TreeVerifier
+from specmix.testing import reference_greedy, tiny_model
+
+README = Path(__file__).parents[1] / "README.md"
+HOOKS = sorted(name for name, _ in inspect.getmembers(hookspecs, inspect.isfunction) if name.startswith("register_"))
+
+
+def test_every_hook_is_documented_in_the_readme_and_exercised_here():
+    readme = README.read_text()
+    for name in HOOKS:
+        assert f"`{name}" in readme, f"hook {name} is not documented in the README"
+        assert callable(globals().get(f"test_hook_{name}")), f"hook {name} has no test_hook_{name} here"
+
+
+def test_every_hook_is_typed():
+    for name in HOOKS:
+        annotation = inspect.signature(getattr(hookspecs, name)).parameters["register"].annotation
+        assert annotation.startswith("Callable["), f"hook {name} does not say what register takes"
+
+
+class Echo(Drafter):
+    """Proposes the last committed token again."""
+
+    produces = frozenset({Capability.TREE})
+
+    def propose(self, ctx):
+        return Proposal(tree=TokenTree.from_paths(ctx.root, [[ctx.root]], ctx.vocab_size))
+
+
+class FirstChild(TreeBuilder):
+    consumes = frozenset({Capability.TREE})
+
+    def build(self, proposal, ctx):
+        tree = proposal.tree
+        return tree.subtree([0, *tree.children[0][:1]])
+
+
+class RootOnly(Selector):
+    def select(self, tree, proposal, ctx):
+        return tree.subtree([0])
+
+
+class CountingVerifier(TreeVerifier):
+    calls = 0
+
+    def verify(self, *args):
+        CountingVerifier.calls += 1
+        return super().verify(*args)
+
+
+class EchoTrainer(Trainer):
+    description = "writes its --word"
+
+    def add_arguments(self, parser):
+        parser.add_argument("--word", default="hi")
+
+    def run(self, args):
+        self.said = args.word
+        return 0
+
+
+class Everything:
+    """One plugin object with every hook."""
+
+    @hookimpl
+    def register_drafters(self, register):
+        register("echo", Echo)
+
+    @hookimpl
+    def register_tree_builders(self, register):
+        register("first-child", FirstChild)
+
+    @hookimpl
+    def register_selectors(self, register):
+        register("root-only", RootOnly)
+
+    @hookimpl
+    def register_verifiers(self, register):
+        register("counting", CountingVerifier)
+
+    @hookimpl
+    def register_methods(self, register):
+        register(Method(name="echo-method", drafter="echo", builder="first-child", selector="all", verifier="counting"))
+
+    @hookimpl
+    def register_trainers(self, register):
+        register("echo", EchoTrainer)
+
+
+@pytest.fixture(scope="module")
+def everything():
+    return Registry.load(extra_plugins=[Everything()])
+
+
+def _greedy(decoder, prompt=(3, 4, 5), count=10):
+    settings = DecodeSettings(max_new_tokens=count, stop_ids=())
+    tokens = list(decoder.generate(list(prompt), settings).tokens)
+    assert tokens == reference_greedy(decoder.target.model, prompt, settings)
+    return decoder
+
+
+def test_hook_register_drafters(everything):
+    decoder = _greedy(load(tiny_model(), "vanilla", registry=everything, drafter="echo"))
+    assert decoder.composition.drafter.plugin == "Everything"
+
+
+def test_hook_register_tree_builders(everything):
+    decoder = load(tiny_model(), "echo-method", registry=everything, builder="first-child", verifier="tree")
+    assert decoder.composition.builder.name == "first-child"
+    _greedy(decoder)
+
+
+def test_hook_register_selectors(everything):
+    decoder = _greedy(load(tiny_model(), "echo-method", registry=everything, selector="root-only"))
+    assert all(step.tree_size == 1 for step in decoder.generate([3, 4, 5], DecodeSettings(max_new_tokens=4)).steps)
+
+
+def test_hook_register_verifiers(everything):
+    before = CountingVerifier.calls
+    _greedy(load(tiny_model(), "vanilla", registry=everything, verifier="counting"), count=6)
+    assert CountingVerifier.calls - before == 6
+
+
+def test_hook_register_methods(everything):
+    decoder = _greedy(load(tiny_model(), "echo-method", registry=everything))
+    assert decoder.composition.label == "echo+first-child+all+counting"
+    assert everything.default_method() == "vanilla"  # the built-ins mark one
+    assert load(tiny_model(), registry=everything).composition.label == "none+drafted+all+tree"
+
+
+def test_two_default_methods_are_refused_by_name():
+    class Another:
+        @hookimpl
+        def register_methods(self, register):
+            register(Method(name="mine", drafter="none", builder="drafted", selector="all", verifier="tree", default=True))
+
+    registry = Registry.load(extra_plugins=[Another()])
+    with pytest.raises(ConfigurationError, match="found 'mine' \\(plugin 'Another'\\), 'vanilla' \\(plugin 'basic'\\)|"
+                                                 "found 'vanilla' \\(plugin 'basic'\\), 'mine' \\(plugin 'Another'\\)"):
+        load(tiny_model(), registry=registry)
+    assert load(tiny_model(), "mine", registry=registry).composition.label == "none+drafted+all+tree"
+
+
+def test_hook_register_trainers(everything):
+    trainer = everything.trainer("echo")
+    parser = argparse.ArgumentParser()
+    trainer.add_arguments(parser)
+    assert trainer.run(parser.parse_args(["--word", "hello"])) == 0 and trainer.said == "hello"
+    assert {"diffusion", "scorer"} <= set(everything.names("trainer"))
+
+
+def test_a_trainer_must_be_a_trainer_class():
+    class Loose:
+        @hookimpl
+        def register_trainers(self, register):
+            register("loose", EchoTrainer())
+
+    from specmix import PluginError
+
+    with pytest.raises(PluginError, match="expected a name and a subclass of specmix.Trainer"):
+        Registry.load(extra_plugins=[Loose()])
