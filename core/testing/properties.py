@@ -10,7 +10,7 @@ import torch
 from transformers import DynamicCache
 
 from specmix import CostCurve, Decoder, DecodeSettings, Registry
-from specmix.testing.drafters import KIT_DRAFTERS, KitPlugin
+from specmix.testing.drafters import KIT_DRAFTERS, KitDrafter, KitPlugin
 from specmix.testing.models import tiny_model
 from specmix.testing.reference import reference_greedy, reference_sequence_probs
 
@@ -101,8 +101,13 @@ def check_sampling_distribution(registry: Registry, names: Mapping[str, str], se
     run = attrs.evolve(settings, max_new_tokens=length, stop_ids=())
     exact = reference_sequence_probs(model, prompt, run, length)
     counts = collections.Counter()
+    # One decoder for every sample, as a user's would be: drafters keep no state past start();
+    # the kit's drafters draw their random trees from a new seed each time.
+    decoder = make_decoder(registry, names, model, 0, options)
+    drafter = decoder.composition.drafter.component
     for seed in range(samples):
-        decoder = make_decoder(registry, names, model, seed, options)
+        if isinstance(drafter, KitDrafter):
+            drafter.seed = seed
         counts[decoder.generate(prompt, attrs.evolve(run, seed=seed)).tokens] += 1
     p_value = chi_square_p_value(counts, exact, samples)
     assert p_value > alpha, f"sampled sequences do not follow the target (chi-square p = {p_value:.2e})"
