@@ -34,11 +34,12 @@ def load(
     preset (default: the installed default method, unless every component is named);
     ``drafter=``, ``builder=``, ``selector=``, ``verifier=`` name components that replace
     the preset's, and ``options`` gives options per kind: ``{"selector": {"budget": 8}}``.
+    ``cache`` is where the converted default model and measured cost curves are kept.
     """
-    if model is None or isinstance(model, (str, os.PathLike)):
-        model, tokenizer = load_model(model, dtype=dtype, cache=cache, device=device)
     registry = registry or Registry.load()
     if method is None and not all(components.get(kind) for kind in KINDS):
         method = registry.default_method()
-    composition = registry.compose(method, options=options, **components)
-    return Decoder(model, composition, tokenizer=tokenizer, cost_curve=cost_curve, static=static)
+    composition = registry.compose(method, options=options, **components)  # names and options first: they fail fast
+    if model is None or isinstance(model, (str, os.PathLike)):
+        model, tokenizer = load_model(model, dtype=dtype, cache=cache, device=device)
+    return Decoder(model, composition, tokenizer=tokenizer, cost_curve=cost_curve, static=static, cache_dir=cache)

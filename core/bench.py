@@ -11,9 +11,12 @@ import attrs
 import torch
 
 from specmix.bench_prompts import load_prompts
-from specmix.bench_report import Run, build_report, write_reports
+from specmix.bench_report import Run, build_report, can_plot, write_reports
+from specmix.engine import Decoder
 from specmix.errors import ConfigurationError
+from specmix.loading import load_model
 from specmix.options import parse_assignment
+from specmix.registry import Registry
 from specmix.settings import DecodeSettings
 from specmix.text import encode
 
@@ -128,12 +131,9 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
     """
     from tqdm.auto import tqdm
 
-    from specmix.engine import Decoder
-    from specmix.loading import load_model
-    from specmix.registry import Registry
-
     if "hf" not in methods:
         methods = ["hf", *methods]  # the reference every ratio is taken against
+    can_plot()  # says before the run, not after it, that the plot will be missing
     questions = load_prompts(prompts, limit, per_category)
     if not questions:
         raise ConfigurationError(f"{prompts} holds no prompts")
@@ -146,7 +146,8 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
             runners[name] = _hf_runner(model, settings, lookup=name == "hf-pld")
         else:
             method, components, options = parse_method(name)
-            decoder = Decoder(model, registry.compose(method, options=options, **components), tokenizer=tokenizer)
+            decoder = Decoder(model, registry.compose(method, options=options, **components), tokenizer=tokenizer,
+                              cache_dir=cache)
             decoder.prepare()
             runners[name] = _specmix_runner(decoder, settings)
     encoded = [encode(tokenizer, q.text) for q in questions]

@@ -4,11 +4,13 @@ profile per method, overall and per category, as JSON, a Markdown table and a pl
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
 
+from specmix.errors import SpecmixWarning
 from specmix.settings import DecodeSettings
 
 
@@ -155,8 +157,21 @@ def plot(report: dict, path: Path) -> None:
     plt.close(figure)
 
 
+def can_plot() -> bool:
+    """Whether the plot can be drawn (matplotlib, from the ``bench`` extra); says once when it cannot."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        warnings.warn("matplotlib is not installed (pip install 'specmix[bench]'): the reports are written without "
+                      "their plot", SpecmixWarning, stacklevel=2)
+        return False
+    return True
+
+
 def write_reports(report: dict, out: Path) -> None:
+    """``OUT`` (JSON), ``OUT.md`` (tables) and, when matplotlib is there, ``OUT.png`` (speedup and τ per category)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
     out.with_suffix(".md").write_text(markdown(report))
-    plot(report, out.with_suffix(".png"))
+    if can_plot():
+        plot(report, out.with_suffix(".png"))

@@ -43,5 +43,5 @@ def capabilities(names: Iterable, owner: str) -> frozenset[Capability]:
             result.add(Capability(name))
         except ValueError:
             known = ", ".join(c.value for c in Capability)
-            raise ValueError(f"{owner} declares an unknown capability {name!r}; capabilities are {known}") from None
+            raise ValueError(f"{owner} names an unknown capability {name!r}; capabilities are {known}") from None
     return frozenset(result)

@@ -7,9 +7,10 @@ import json
 import re
 import sys
 import time
+import warnings
 
 from specmix.composition import KINDS
-from specmix.errors import ConfigurationError, SpecmixError
+from specmix.errors import ConfigurationError, SpecmixError, SpecmixWarning
 from specmix.options import parse_assignment
 from specmix.settings import DecodeSettings
 
@@ -100,7 +101,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """specmix's own warnings as one line each; everything else as Python prints it."""
+    if issubclass(category, SpecmixWarning):
+        print(f"specmix: warning: {message}", file=file or sys.stderr)
+    else:
+        _python_show_warning(message, category, filename, lineno, file, line)
+
+
+_python_show_warning = warnings.showwarning
+
+
 def main(argv=None) -> int:
+    previous, warnings.showwarning = warnings.showwarning, _show_warning
     try:
         args = _parser().parse_args(argv)
         commands = {"generate": _generate, "plugins": _plugins, "methods": _methods, "bench": _bench,
@@ -109,6 +122,8 @@ def main(argv=None) -> int:
     except SpecmixError as exc:
         print(f"specmix: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        warnings.showwarning = previous
 
 
 def _settings(args, **extra) -> DecodeSettings:
@@ -149,8 +164,11 @@ def _plugins(args) -> int:
 
     for info in Registry.load().plugins():
         origin = f"{info.distribution} {info.version}" if info.distribution else "registered at run time"
-        components = ", ".join(f"{r.kind} {r.name}" for r in info.registrations) or "nothing"
-        print(f"{info.name}  ({origin}): {components}")
+        if info.status == "loaded":
+            what = ", ".join(f"{r.kind} {r.name}" for r in info.registrations) or "nothing"
+        else:
+            what = f"{info.status.upper()}: {info.reason}"
+        print(f"{info.name}  ({origin}): {what}")
     return 0
 
 

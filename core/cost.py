@@ -8,14 +8,15 @@ import json
 import re
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
 import torch
 
-from specmix.errors import ConfigurationError
-from specmix.paths import cache_dir
+from specmix.errors import ConfigurationError, SpecmixWarning
+from specmix.paths import cache_dir, write_atomically
 from specmix.target import Target
 
 # Dense at the small end, where CPU forward time jumps between neighbouring sizes (3 -> 4 here).
@@ -105,28 +106,49 @@ def _measurable(target: Target, sizes: Sequence[int]) -> list[int]:
     return [n for n in sizes if n + 2 <= target.max_length]
 
 
-def _cache_file(target: Target) -> Path:
-    config = target.model.config
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(str(getattr(config, "name_or_path", "") or "model")).name)[-60:]
-    digest = hashlib.sha1(config.to_json_string(use_diff=False).encode()).hexdigest()[:12]
+def _cache_file(target: Target, cache=None) -> Path:
+    """Where this target's curve is kept: named by what determines it (the model's architecture and
+    weights, the device, dtype, thread count and torch version), not by where the model was loaded from."""
+    config = target.model.config.to_dict()
+    for field in ("_name_or_path", "name_or_path", "transformers_version", "_commit_hash"):
+        config.pop(field, None)
+    identity = json.dumps([target.fingerprint, config], sort_keys=True, default=str)
+    digest = hashlib.sha1(identity.encode()).hexdigest()[:12]
     device = target.device.type
+    if device == "cuda":
+        device = re.sub(r"[^A-Za-z0-9]+", "-", torch.cuda.get_device_name(target.device)).strip("-")
     dtype = str(target.dtype).removeprefix("torch.")
-    return cache_dir() / "cost-curves" / f"{name}-{digest}-{device}-{dtype}-torch{torch.__version__}.json"
+    name = f"{config.get('model_type', 'model')}-{digest}-{device}-{dtype}-threads{torch.get_num_threads()}"
+    return cache_dir(cache) / "cost-curves" / f"{name}-torch{torch.__version__}.json"
 
 
-def cost_curve_for(target: Target, remeasure: bool = False) -> CostCurve:
+def _cached(path: Path, sizes: list[int]) -> CostCurve | None:
+    """The curve stored at ``path`` if it is readable and measured at ``sizes``; a damaged file is reported once."""
+    if not path.exists():
+        return None
+    try:
+        curve = CostCurve.from_json(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError and ConfigurationError are ValueErrors
+        warnings.warn(f"the cost curve cached in {path} is unreadable ({exc}); measuring it again", SpecmixWarning,
+                      stacklevel=3)
+        return None
+    return curve if list(curve.sizes) == sizes else None
+
+
+def cost_curve_for(target: Target, cache=None, remeasure: bool = False) -> CostCurve:
     """The cached curve for this model, device and dtype, measured and saved on first use.
 
-    A cached curve measured at other sizes than today's defaults is measured again.
+    Curves live in ``cost-curves/`` under the cache directory (``cache``, else
+    ``$SPECMIX_CACHE_DIR``, else ``~/.cache/specmix``). A curve measured at other sizes
+    than today's defaults, or a damaged file, is measured again; files are replaced
+    atomically, so an interrupted measurement never leaves half a file.
     """
-    path = _cache_file(target)
-    if path.exists() and not remeasure:
-        curve = CostCurve.from_json(json.loads(path.read_text()))
-        if list(curve.sizes) == _measurable(target, DEFAULT_SIZES):
-            return curve
+    path = _cache_file(target, cache)
+    curve = None if remeasure else _cached(path, _measurable(target, DEFAULT_SIZES))
+    if curve is not None:
+        return curve
     print(f"specmix: measuring this model's forward time T(N) on {target.device.type} (once; cached in {path.parent})",
           file=sys.stderr, flush=True)
     curve = measure(target)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(curve.to_json(), indent=1))
+    write_atomically(path, json.dumps(curve.to_json(), indent=1))
     return curve

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Iterator
 
@@ -12,7 +13,7 @@ from specmix import contract
 from specmix.clock import StepClock
 from specmix.composition import Composition
 from specmix.cost import CostCurve, cost_curve_for
-from specmix.errors import ConfigurationError
+from specmix.errors import ConfigurationError, DecoderBusyError
 from specmix.settings import DecodeSettings
 from specmix.target import Target
 from specmix.text import Prompt, TextStream, encode
@@ -24,15 +25,22 @@ class Decoder:
 
     Build one from a registry's composition (``Decoder(model, Registry.load().compose("ngram"))``)
     or let :func:`specmix.load` resolve names and load the model.
+
+    A decoder runs one generation at a time: it owns the target's cache and its
+    components' state. Starting a second ``generate`` or ``stream`` before the first has
+    finished (from another thread, or by interleaving streams) raises
+    :class:`DecoderBusyError`; build one decoder per thread (they may share the model).
     """
 
     def __init__(self, model, composition: Composition, *, tokenizer=None, cost_curve: CostCurve | None = None,
-                 static: bool | None = None):
-        """``static``: bucketed forward sizes over a fixed-capacity cache, as CUDA graphs on CUDA (None: on CUDA only)."""
+                 static: bool | None = None, cache_dir=None):
+        """``static``: bucketed forward sizes over a fixed-capacity cache, as CUDA graphs on CUDA (None: on CUDA only).
+        ``cache_dir``: where measured cost curves are kept (default: ``$SPECMIX_CACHE_DIR`` or ``~/.cache/specmix``)."""
         self.target = Target(model, static)
         self.tokenizer = tokenizer
         self.composition = composition
-        self._cost_curve = cost_curve
+        self._cost_curve, self._cache_dir = cost_curve, cache_dir
+        self._running = threading.Lock()
         for slot in composition.slots:
             with slot.blame("attach"):
                 slot.component.attach(self.target)
@@ -43,7 +51,7 @@ class Decoder:
     def cost_curve(self) -> CostCurve:
         """This target's T(N) on this device, measured on first use and cached on disk."""
         if self._cost_curve is None:
-            self._cost_curve = cost_curve_for(self.target)
+            self._cost_curve = cost_curve_for(self.target, cache=self._cache_dir)
         return self._cost_curve
 
     def prepare(self) -> None:
@@ -70,7 +78,16 @@ class Decoder:
         A string prompt goes through the tokenizer's chat template when it has one, unless
         ``chat=False``; chat messages always do.
         """
-        run = _Run(self, self._check_prompt(encode(self.tokenizer, prompt, chat)), settings or DecodeSettings())
+        if not self._running.acquire(blocking=False):
+            raise DecoderBusyError("this decoder is already running a generation; a Decoder runs one at a time, "
+                                   "so build one per thread (decoders may share a model)")
+        try:
+            yield from self._steps(prompt, settings or DecodeSettings(), chat)
+        finally:
+            self._running.release()
+
+    def _steps(self, prompt: Prompt, settings: DecodeSettings, chat: bool | None) -> Iterator[Step]:
+        run = _Run(self, self._check_prompt(encode(self.tokenizer, prompt, chat)), settings)
         drafter, builder, selector, verifier = self.composition.slots
         self.target.reset()
         with drafter.blame("start"):
@@ -126,6 +143,9 @@ class _Run:
     def __init__(self, decoder: Decoder, prompt: torch.Tensor, settings: DecodeSettings):
         target = decoder.target
         self.target, self.settings, self.prompt = target, settings, prompt
+        outside = [token for token in settings.stop_ids or () if token >= target.vocab_size]
+        if outside:
+            raise ConfigurationError(f"stop ids {outside[:5]} lie outside the vocabulary [0, {target.vocab_size})")
         self.stop_ids = frozenset(target.eos_ids if settings.stop_ids is None else settings.stop_ids)
         self.cost = decoder.cost_curve if decoder.composition.needs_cost_curve else None
         self.generator = torch.Generator()

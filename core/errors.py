@@ -21,6 +21,14 @@ class CompositionError(SpecmixError):
     """Components that do not fit together: one consumes what no other produces."""
 
 
+class DecoderBusyError(SpecmixError, RuntimeError):
+    """A second generation started on a decoder whose first has not finished (one at a time per decoder)."""
+
+
+class SpecmixWarning(UserWarning):
+    """Something specmix worked around (a broken plugin skipped, a corrupt cache rebuilt) and wants you to know."""
+
+
 class PluginError(SpecmixError):
     """An exception raised inside a plugin, re-raised with the plugin's and component's names.
 

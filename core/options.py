@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
 import json
+import types
+import typing
 
 from specmix.composition import KINDS
 from specmix.errors import ConfigurationError
+
+_PLAIN = {int: "int", float: "float", bool: "bool", str: "str", type(None): "None"}
 
 
 def parse_value(raw: str):
@@ -27,3 +32,33 @@ def parse_assignment(text: str) -> tuple[str, str | None, object]:
     if not key:
         return kind, None, raw
     return kind, key, parse_value(raw)
+
+
+def _accepts(kind: type, value) -> bool:
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def check_option_types(factory, options: dict, owner: str) -> None:
+    """Options against the plain types (int, float, bool, str, None) ``factory`` annotates its parameters with.
+
+    A parameter with any other annotation, or none, takes what it is given.
+    """
+    target = factory.__init__ if inspect.isclass(factory) else factory
+    try:
+        hints = typing.get_type_hints(target)
+    except Exception:  # annotations that do not evaluate here: nothing to check against
+        return
+    for key, value in options.items():
+        hint = hints.get(key)
+        union = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        if not union or not all(kind in _PLAIN for kind in union):
+            continue
+        if not any(_accepts(kind, value) for kind in union):
+            expected = " or ".join(_PLAIN[kind] for kind in union)
+            raise ConfigurationError(f"{owner} option {key} expects {expected}, got {value!r} ({type(value).__name__})")

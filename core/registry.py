@@ -5,21 +5,17 @@ from __future__ import annotations
 import difflib
 import inspect
 import itertools
-import os
 from collections.abc import Iterable, Iterator, Mapping
-from importlib import metadata
 
 import attrs
-import pluggy
 
-from specmix import hookspecs
 from specmix.capabilities import capabilities
 from specmix.composition import KINDS, Composition, Method, Slot
 from specmix.errors import CompositionError, ConfigurationError, PluginError, UnknownComponentError
 from specmix.interfaces import Drafter, Selector, Trainer, TreeBuilder, Verifier
+from specmix.options import check_option_types
+from specmix.plugin_loading import DISABLE_VARIABLE, PluginManager, plugin_manager
 
-ENTRY_POINT_GROUP = "specmix"
-DISABLE_VARIABLE = "SPECMIX_DISABLE_PLUGINS"
 HOOKS = {
     "drafter": "register_drafters",
     "builder": "register_tree_builders",
@@ -41,74 +37,56 @@ class Registration:
 
 @attrs.frozen
 class PluginInfo:
+    """A plugin, where it came from, and what it registered; or why it is not there (``status``)."""
+
     name: str
     distribution: str | None
     version: str | None
     registrations: tuple[Registration, ...]
+    status: str = "loaded"
+    """``loaded``, ``broken`` (skipped: ``reason`` says why) or ``disabled`` (by ``SPECMIX_DISABLE_PLUGINS``)."""
+    reason: str = ""
 
 
-def plugin_manager(extra_plugins: Iterable[object] = (), entry_points: bool = True) -> pluggy.PluginManager:
-    """A manager with the hookspecs, installed entry points (unless disabled) and ``extra_plugins``."""
-    manager = pluggy.PluginManager("specmix")
-    manager.add_hookspecs(hookspecs)
-    manager.distributions = {}
-    for name in filter(None, (n.strip() for n in os.environ.get(DISABLE_VARIABLE, "").split(","))):
-        manager.set_blocked(name)
-    if entry_points:
-        _load_entry_points(manager)
-    for plugin in extra_plugins:
-        manager.register(plugin, name=getattr(plugin, "__name__", None) or type(plugin).__name__)
-    try:
-        manager.check_pending()
-    except pluggy.PluginValidationError as exc:
-        name = manager.get_name(exc.plugin) or repr(exc.plugin)
-        raise PluginError(f"plugin '{name}' has a hook implementation that matches no hook: {exc}",
-                          plugin=name, component="") from exc
-    return manager
+def _capability_problem(component, owner: str) -> str | None:
+    """What is wrong with the capabilities a component (class or instance) declares, if anything.
 
-
-def _load_entry_points(manager: pluggy.PluginManager) -> None:
-    for dist in metadata.distributions():
-        for entry_point in dist.entry_points:
-            if entry_point.group != ENTRY_POINT_GROUP:
-                continue
-            if manager.is_blocked(entry_point.name) or manager.has_plugin(entry_point.name):
-                continue
-            try:
-                plugin = entry_point.load()
-            except Exception as exc:
-                raise PluginError(
-                    f"plugin '{entry_point.name}' from {dist.metadata['Name']} failed to load: {exc}"
-                    f" (set {DISABLE_VARIABLE}={entry_point.name} to skip it)",
-                    plugin=entry_point.name,
-                    component="",
-                ) from exc
-            manager.register(plugin, name=entry_point.name)
-            manager.distributions[entry_point.name] = (dist.metadata["Name"], dist.version)
-
-
-def _check_capabilities(component, owner: str, plugin: str, name: str) -> None:
-    """Every capability a component (class or instance) declares must be one specmix knows."""
+    ``owner`` names the component with a ``{declaration}`` placeholder: ``"has drafter 'x' whose {declaration}"``.
+    """
     for declaration in ("consumes", "produces", "uses"):
         try:
-            capabilities(getattr(component, declaration), f"{owner} in {declaration}")
+            capabilities(getattr(component, declaration), owner.format(declaration=declaration))
         except ValueError as exc:
-            raise PluginError(str(exc), plugin=plugin, component=name) from None
+            return str(exc)
+    return None
+
+
+class _Refused(Exception):
+    """A registration a plugin made that cannot be accepted; the message says what it registered."""
 
 
 class Registry:
-    """Every registered component and method, by kind and name."""
+    """Every registered component and method, by kind and name.
 
-    def __init__(self, manager: pluggy.PluginManager):
+    A plugin whose registration hook raises, or registers something malformed or a name
+    another plugin took first, is skipped as a whole (see :mod:`specmix.plugin_loading`);
+    asking for one of its components then says so.
+    """
+
+    def __init__(self, manager: PluginManager):
         self.manager = manager
         self.entries: dict[str, dict[str, Registration]] = {kind: {} for kind in (*KINDS, "method", "trainer")}
+        self.lost: dict[tuple[str, str], str] = {}  # (kind, name) registered by a plugin skipped afterwards
         for kind, hook in (*HOOKS.items(), ("method", "register_methods"), ("trainer", "register_trainers")):
             for impl in getattr(manager.hook, hook).get_hookimpls():
-                self._collect(kind, impl)
+                if impl.plugin_name not in manager.broken:
+                    self._collect(kind, impl)
 
     @classmethod
-    def load(cls, extra_plugins: Iterable[object] = (), entry_points: bool = True) -> Registry:
-        return cls(plugin_manager(extra_plugins, entry_points))
+    def load(cls, extra_plugins: Iterable[object] = (), entry_points: bool = True, strict: bool = False) -> Registry:
+        """The installed plugins (unless ``entry_points`` is False) and ``extra_plugins``; ``strict`` makes a
+        broken plugin an error instead of a warning."""
+        return cls(plugin_manager(extra_plugins, entry_points, strict))
 
     def _collect(self, kind: str, impl) -> None:
         plugin = impl.plugin_name
@@ -120,48 +98,52 @@ class Registry:
 
         try:
             impl.function(register=register)
-        except PluginError:
-            raise
+        except _Refused as exc:
+            self._give_up(plugin, impl.plugin, str(exc))
         except Exception as exc:
-            raise PluginError(f"plugin '{plugin}' failed in {impl.function.__name__}(): {type(exc).__name__}: {exc}",
-                              plugin=plugin, component="") from exc
+            self._give_up(plugin, impl.plugin, f"failed in {impl.function.__name__}(): {type(exc).__name__}: {exc}")
+
+    def _give_up(self, name: str, plugin: object, reason: str) -> None:
+        self._forget(name)
+        self.manager.skip(name, reason, plugin)
+
+    def _forget(self, plugin: str) -> None:
+        """Remove what ``plugin`` registered before it failed, remembering the names for error messages."""
+        for kind, entries in self.entries.items():
+            for name in [name for name, registration in entries.items() if registration.plugin == plugin]:
+                del entries[name]
+                self.lost[(kind, name)] = plugin
 
     @staticmethod
     def _method_registration(kind: str, plugin: str, method, _unused) -> Registration:
         if not isinstance(method, Method):
-            raise PluginError(f"plugin '{plugin}' registered {method!r} as a method; expected specmix.Method",
-                              plugin=plugin, component=str(method))
+            raise _Refused(f"registered {method!r} as a method; expected specmix.Method")
         return Registration(kind, method.name, method, plugin)
 
     @staticmethod
     def _trainer_registration(kind: str, plugin: str, name, factory) -> Registration:
         if not (isinstance(name, str) and name and inspect.isclass(factory) and issubclass(factory, Trainer)):
-            raise PluginError(f"plugin '{plugin}' registered trainer {name!r} with {factory!r}; "
-                              "expected a name and a subclass of specmix.Trainer", plugin=plugin, component=str(name))
+            raise _Refused(f"registered trainer {name!r} with {factory!r}; expected a name and a subclass of specmix.Trainer")
         return Registration(kind, name, factory, plugin)
 
     @staticmethod
     def _component_registration(kind: str, plugin: str, name, factory) -> Registration:
         if not isinstance(name, str) or not name:
-            raise PluginError(f"plugin '{plugin}' registered a {kind} without a name", plugin=plugin, component="")
+            raise _Refused(f"registered a {kind} without a name")
         interface = INTERFACES[kind]
         if not callable(factory) or (inspect.isclass(factory) and not issubclass(factory, interface)):
-            raise PluginError(f"plugin '{plugin}' registered {kind} '{name}' with {factory!r}; "
-                              f"expected a subclass of {interface.__name__} or a factory returning one",
-                              plugin=plugin, component=name)
-        if inspect.isclass(factory):
-            _check_capabilities(factory, f"{kind} '{name}' from plugin '{plugin}'", plugin, name)
+            raise _Refused(f"registered {kind} '{name}' with {factory!r}; "
+                           f"expected a subclass of {interface.__name__} or a factory returning one")
+        problem = _capability_problem(factory, f"has {kind} '{name}' whose {{declaration}}") if inspect.isclass(factory) else None
+        if problem:
+            raise _Refused(problem)
         return Registration(kind, name, factory, plugin)
 
     def _add(self, registration: Registration) -> None:
         existing = self.entries[registration.kind].get(registration.name)
         if existing is not None:
-            raise PluginError(
-                f"{registration.kind} '{registration.name}' is registered by both plugin '{existing.plugin}' "
-                f"and plugin '{registration.plugin}'",
-                plugin=registration.plugin,
-                component=registration.name,
-            )
+            raise _Refused(f"registers {registration.kind} '{registration.name}', which plugin '{existing.plugin}' "
+                           "registered first")
         self.entries[registration.kind][registration.name] = registration
 
     def names(self, kind: str) -> list[str]:
@@ -171,12 +153,24 @@ class Registry:
         try:
             return self.entries[kind][name]
         except KeyError:
-            known = self.names(kind)
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
-            raise UnknownComponentError(
-                f"no {kind} named '{name}' is installed.{hint} Installed: {', '.join(known) or 'none'}"
-            ) from None
+            raise UnknownComponentError(self._missing(kind, name)) from None
+
+    def _missing(self, kind: str, name: str) -> str:
+        manager = self.manager
+        if (kind, name) in self.lost:
+            plugin = self.lost[(kind, name)]
+            return f"{kind} '{name}' comes from plugin '{plugin}', which is broken: {manager.broken[plugin]}"
+        if name in manager.broken:
+            return f"{kind} '{name}' is not available: plugin '{name}' is broken: {manager.broken[name]}"
+        if name in manager.disabled:
+            return (f"{kind} '{name}' is not available: plugin '{name}' ({manager.disabled[name].describe()}) is "
+                    f"disabled by {DISABLE_VARIABLE}")
+        known = self.names(kind)
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        absent = [f"{n} (broken)" for n in sorted(manager.broken)] + [f"{n} (disabled)" for n in sorted(manager.disabled)]
+        elsewhere = f"; plugins not loaded: {', '.join(absent)}" if absent else ""
+        return f"no {kind} named '{name}' is installed.{hint} Installed: {', '.join(known) or 'none'}{elsewhere}"
 
     def method(self, name: str) -> Method:
         return self.get("method", name).factory
@@ -202,6 +196,7 @@ class Registry:
             inspect.signature(registration.factory).bind(**options)
         except TypeError as exc:
             raise ConfigurationError(f"{kind} '{name}' does not accept options {sorted(options)}: {exc}") from None
+        check_option_types(registration.factory, options, f"{kind} '{name}'")
         try:
             component = registration.factory(**options)
         except Exception as exc:
@@ -210,7 +205,10 @@ class Registry:
         if not isinstance(component, INTERFACES[kind]):
             raise PluginError(f"{kind} '{name}' from plugin '{registration.plugin}' built {component!r}, "
                               f"not a {INTERFACES[kind].__name__}", plugin=registration.plugin, component=name)
-        _check_capabilities(component, f"{kind} '{name}' from plugin '{registration.plugin}'", registration.plugin, name)
+        owner = f"{kind} '{name}' from plugin '{registration.plugin}' has a {{declaration}} that"
+        problem = _capability_problem(component, owner)
+        if problem:
+            raise PluginError(problem, plugin=registration.plugin, component=name)
         return Slot(kind, name, registration.plugin, component)
 
     def compose(
@@ -255,15 +253,17 @@ class Registry:
                 continue
 
     def plugins(self) -> list[PluginInfo]:
-        """Installed plugins with their distribution, version and what each registered."""
+        """Every plugin found: loaded ones with what they registered, broken and disabled ones with why."""
         by_plugin: dict[str, list[Registration]] = {}
         for entries in self.entries.values():
             for registration in entries.values():
                 by_plugin.setdefault(registration.plugin, []).append(registration)
-        infos = []
-        for name, plugin in self.manager.list_name_plugin():
-            if plugin is None:  # blocked
-                continue
-            distribution, version = self.manager.distributions.get(name, (None, None))
-            infos.append(PluginInfo(name, distribution, version, tuple(by_plugin.get(name, ()))))
+        manager, infos = self.manager, []
+        for name, origin in manager.origins.items():
+            status = "broken" if name in manager.broken else "loaded"
+            infos.append(PluginInfo(name, origin.distribution, origin.version, tuple(by_plugin.get(name, ())), status,
+                                    manager.broken.get(name, "")))
+        for name, origin in manager.disabled.items():
+            infos.append(PluginInfo(name, origin.distribution, origin.version, (), "disabled",
+                                    f"disabled by {DISABLE_VARIABLE}"))
         return sorted(infos, key=lambda info: info.name)

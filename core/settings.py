@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+import numbers
+from collections.abc import Sequence
+
 import attrs
 
 from specmix.errors import ConfigurationError
@@ -12,8 +16,24 @@ def _check(condition: bool, message: str):
         raise ConfigurationError(message)
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _shown(value) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
 def _stop_ids(value):
-    return None if value is None else tuple(int(v) for v in value)
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not all(_is_int(v) for v in value):
+        raise ConfigurationError(f"stop_ids must be a sequence of token ids, e.g. (2,) or [], got {_shown(value)}")
+    return tuple(int(v) for v in value)
 
 
 @attrs.frozen
@@ -33,12 +53,16 @@ class DecodeSettings:
     stop_ids: tuple[int, ...] | None = attrs.field(default=None, converter=_stop_ids)
 
     def __attrs_post_init__(self):
-        _check(isinstance(self.max_new_tokens, int) and self.max_new_tokens > 0,
-               f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}")
-        _check(self.temperature >= 0, f"temperature must be >= 0 (0 is greedy), got {self.temperature!r}")
-        _check(self.top_k is None or (isinstance(self.top_k, int) and self.top_k >= 1),
-               f"top_k must be a positive integer or None, got {self.top_k!r}")
-        _check(self.top_p is None or 0 < self.top_p <= 1, f"top_p must lie in (0, 1] or be None, got {self.top_p!r}")
+        _check(_is_int(self.max_new_tokens) and self.max_new_tokens > 0,
+               f"max_new_tokens must be a positive integer, got {_shown(self.max_new_tokens)}")
+        _check(_is_real(self.temperature) and self.temperature >= 0,
+               f"temperature must be a finite number >= 0 (0 is greedy), got {_shown(self.temperature)}")
+        _check(self.top_k is None or (_is_int(self.top_k) and self.top_k >= 1),
+               f"top_k must be a positive integer or None, got {_shown(self.top_k)}")
+        _check(self.top_p is None or (_is_real(self.top_p) and 0 < self.top_p <= 1),
+               f"top_p must lie in (0, 1] or be None, got {_shown(self.top_p)}")
+        _check(self.seed is None or _is_int(self.seed), f"seed must be an integer or None, got {_shown(self.seed)}")
+        _check(all(token >= 0 for token in self.stop_ids or ()), f"stop ids must be >= 0, got {self.stop_ids}")
 
     @property
     def greedy(self) -> bool:

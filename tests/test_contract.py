@@ -146,9 +146,9 @@ def test_an_unknown_capability_is_refused_when_registered():
         def register_drafters(self, register):
             register("typo", Typo)
 
-    with pytest.raises(PluginError, match="drafter 'typo' from plugin 'TypoPlugin' in produces declares an unknown "
+    with pytest.raises(PluginError, match="plugin 'TypoPlugin' has drafter 'typo' whose produces names an unknown "
                                           "capability 'margnals'"):
-        Registry.load(extra_plugins=[TypoPlugin()])
+        Registry.load(extra_plugins=[TypoPlugin()], strict=True)
 
 
 def test_empty_proposals_satisfy_their_declarations(registry):

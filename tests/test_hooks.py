@@ -182,4 +182,4 @@ def test_a_trainer_must_be_a_trainer_class():
     from specmix import PluginError
 
     with pytest.raises(PluginError, match="expected a name and a subclass of specmix.Trainer"):
-        Registry.load(extra_plugins=[Loose()])
+        Registry.load(extra_plugins=[Loose()], strict=True)

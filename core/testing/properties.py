@@ -19,8 +19,8 @@ CURVE = CostCurve(sizes=(1, 2, 4, 8, 16, 32, 64), seconds=(79, 112, 138, 140, 14
 
 
 def kit_registry(extra_plugins: Iterable[object] = ()) -> Registry:
-    """Installed plugins plus the kit's drafters plus ``extra_plugins``."""
-    return Registry.load(extra_plugins=(KitPlugin(), *extra_plugins))
+    """Installed plugins plus the kit's drafters plus ``extra_plugins``; a broken plugin is an error here."""
+    return Registry.load(extra_plugins=(KitPlugin(), *extra_plugins), strict=True)
 
 
 def make_decoder(registry: Registry, names: Mapping[str, str], model, seed: int, options=None) -> Decoder:

@@ -57,7 +57,10 @@ class LearnedSelector(ReachSelector):
             with torch.random.fork_rng():
                 torch.manual_seed(self.seed)
                 self.scorer = Scorer(config).eval()
-        if self.scorer.feature is not None and inputs.child_features is not None:
+        if self.scorer.feature is not None and inputs.child_features is None:
+            raise ConfigurationError(f"the scorer was trained on the '{self.scorer.config.drafter}' drafter's trees and "
+                                     f"reads its features, which this drafter does not give; {TRAIN_HINT}")
+        if self.scorer.feature is not None:
             if inputs.child_features.shape[-1] != self.scorer.config.feature_dim:
                 raise ConfigurationError(f"the scorer reads drafter features of width {self.scorer.config.feature_dim}, "
                                          f"the drafter gives {inputs.child_features.shape[-1]}; {TRAIN_HINT}")

@@ -106,7 +106,7 @@ class ScorerTrainer(Trainer):
                                   checkpoint=out / "checkpoint.pt", progress=progress)
         scorer.save(out)
 
-        cost = cost_curve_for(Target(model))
+        cost = cost_curve_for(Target(model), cache=args.cache_dir)
         with torch.no_grad():
             def learned(item):
                 inputs = item.inputs.in_float()
