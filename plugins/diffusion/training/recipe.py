@@ -81,6 +81,7 @@ class DiffusionTrainer(Trainer):
         parser.add_argument("--vocab", type=int, default=8192,
                             help="train the softmax over only this many most frequent response tokens, which makes "
                                  "steps several times cheaper (0: the whole vocabulary)")
+        parser.add_argument("--eval-tokens", type=int, default=128, help="new tokens per held-out prompt in the evaluation")
         parser.add_argument("--random-init", action="store_true",
                             help="start the draft layers at random instead of as copies of the target's last layers")
 
@@ -109,12 +110,16 @@ class DiffusionTrainer(Trainer):
         net.save(out)
         (out / VOCAB_FILE).write_text(json.dumps(frequent_tokens(training).tolist()))
 
-        decoder = Decoder(model, Registry.load().compose(drafter="diffusion", builder="chain", selector="all",
-                                                         verifier="tree", options={"drafter": {"weights": str(out)}}),
-                          tokenizer=tokenizer)
-        report = acceptance_by_position(decoder, held_out, tokenizer, 128)
-        report.update(final_loss=sum(losses[-100:]) / max(1, len(losses[-100:])), sequences=len(training),
-                      seconds_this_run=work.elapsed())
-        (out / "eval.json").write_text(json.dumps(report, indent=1))
+        evaluation = out / "eval.json"
+        measured = {"trained_steps": settings.steps, "eval_tokens": args.eval_tokens}
+        report = json.loads(evaluation.read_text()) if evaluation.exists() else {}
+        if {key: report.get(key) for key in measured} != measured:  # not yet evaluated at these settings
+            decoder = Decoder(model, Registry.load().compose(drafter="diffusion", builder="chain", selector="all",
+                                                             verifier="tree", options={"drafter": {"weights": str(out)}}),
+                              tokenizer=tokenizer)
+            report = acceptance_by_position(decoder, held_out, tokenizer, args.eval_tokens)
+            report.update(measured, final_loss=sum(losses[-100:]) / max(1, len(losses[-100:])), sequences=len(training),
+                          seconds_this_run=work.elapsed())
+            evaluation.write_text(json.dumps(report, indent=1))
         _log(f"held-out tau {report['tau']:.2f}; drafter saved in {out}")
         return 0
