@@ -142,10 +142,12 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
     registry = registry or Registry.load()
     runners = {}
     for name in methods:
+        method, components, options = parse_method(name)
         if name in HF_METHODS:
             runners[name] = _hf_runner(model, settings, lookup=name == "hf-pld")
+        elif method in registry.entries["baseline"]:
+            runners[name] = registry.get("baseline", method).factory(model, tokenizer, settings, options)
         else:
-            method, components, options = parse_method(name)
             decoder = Decoder(model, registry.compose(method, options=options, **components), tokenizer=tokenizer,
                               cache_dir=cache)
             decoder.prepare()

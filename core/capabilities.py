@@ -22,6 +22,8 @@ class Capability(str, enum.Enum):
     """``Proposal.marginals``: per-position top-K draft distributions."""
     RIDERS = "riders"
     """``Proposal.riders``: in-pass drafting tokens for the verification forward (possibly none)."""
+    TRANSITIONS = "transitions"
+    """``Marginals.transitions``: scores of each position's candidates given the previous position's pick."""
     FEATURES = "features"
     """``Proposal.features``: the drafter's own hidden state per drafted position."""
     LOGPROBS = "logprobs"

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import pluggy
 
 from specmix.composition import Method
-from specmix.interfaces import Drafter, Selector, Trainer, TreeBuilder, Verifier
+from specmix.interfaces import Baseline, Drafter, Selector, Trainer, TreeBuilder, Verifier
 
 hookspec = pluggy.HookspecMarker("specmix")
 hookimpl = pluggy.HookimplMarker("specmix")
@@ -65,4 +65,16 @@ def register_trainers(register: Callable[[str, type[Trainer]], None]) -> None:
     ``description``, ``add_arguments(parser)`` (an argparse parser) and ``run(args) -> int``.
     Recipes must be resumable: a second run with the same output directory continues
     where the first stopped.
+    """
+
+
+@hookspec
+def register_baselines(register: Callable[[str, Callable[..., Baseline]], None]) -> None:
+    """Register other implementations to time beside specmix's methods in ``specmix bench``, as ``hf`` is:
+    ``register("dflash-ref", DFlashReference)``.
+
+    ``factory(model, tokenizer, settings, options)`` builds a :class:`~specmix.interfaces.Baseline`
+    for the loaded target, the run's ``DecodeSettings`` and the options given in brackets
+    (``dflash-ref[drafter.weights=DIR]`` gives ``{"drafter": {"weights": DIR}}``); a
+    problem (a package missing) is a ``ConfigurationError`` saying what to install.
     """

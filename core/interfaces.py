@@ -15,6 +15,7 @@ from typing import ClassVar
 
 import torch
 
+from specmix.bench_report import Run
 from specmix.capabilities import Capability
 from specmix.target import Target
 from specmix.tree import TokenTree
@@ -140,4 +141,12 @@ class Trainer:
 
     def run(self, args: argparse.Namespace) -> int:
         """Run the recipe with the parsed options; the exit status is returned."""
+        raise NotImplementedError
+
+
+class Baseline:
+    """Another implementation timed beside specmix's methods in ``specmix bench`` (registered by ``register_baselines``)."""
+
+    def __call__(self, ids: list[int], max_new_tokens: int) -> Run:
+        """Generate after the prompt ``ids``: the new tokens, the seconds it took and, if known, the target forwards."""
         raise NotImplementedError

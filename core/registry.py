@@ -23,6 +23,7 @@ HOOKS = {
     "verifier": "register_verifiers",
 }
 INTERFACES = {"drafter": Drafter, "builder": TreeBuilder, "selector": Selector, "verifier": Verifier}
+EXTRA_HOOKS = {"method": "register_methods", "trainer": "register_trainers", "baseline": "register_baselines"}
 
 
 @attrs.frozen
@@ -75,9 +76,9 @@ class Registry:
 
     def __init__(self, manager: PluginManager):
         self.manager = manager
-        self.entries: dict[str, dict[str, Registration]] = {kind: {} for kind in (*KINDS, "method", "trainer")}
+        self.entries: dict[str, dict[str, Registration]] = {kind: {} for kind in (*KINDS, *EXTRA_HOOKS)}
         self.lost: dict[tuple[str, str], str] = {}  # (kind, name) registered by a plugin skipped afterwards
-        for kind, hook in (*HOOKS.items(), ("method", "register_methods"), ("trainer", "register_trainers")):
+        for kind, hook in (*HOOKS.items(), *EXTRA_HOOKS.items()):
             for impl in getattr(manager.hook, hook).get_hookimpls():
                 if impl.plugin_name not in manager.broken:
                     self._collect(kind, impl)
@@ -90,8 +91,8 @@ class Registry:
 
     def _collect(self, kind: str, impl) -> None:
         plugin = impl.plugin_name
-        check = {"method": self._method_registration, "trainer": self._trainer_registration}.get(
-            kind, self._component_registration)
+        check = {"method": self._method_registration, "trainer": self._trainer_registration,
+                 "baseline": self._baseline_registration}.get(kind, self._component_registration)
 
         def register(name, factory=None):
             self._add(check(kind, plugin, name, factory))
@@ -124,6 +125,12 @@ class Registry:
     def _trainer_registration(kind: str, plugin: str, name, factory) -> Registration:
         if not (isinstance(name, str) and name and inspect.isclass(factory) and issubclass(factory, Trainer)):
             raise _Refused(f"registered trainer {name!r} with {factory!r}; expected a name and a subclass of specmix.Trainer")
+        return Registration(kind, name, factory, plugin)
+
+    @staticmethod
+    def _baseline_registration(kind: str, plugin: str, name, factory) -> Registration:
+        if not (isinstance(name, str) and name and callable(factory)):
+            raise _Refused(f"registered baseline {name!r} with {factory!r}; expected a name and a factory")
         return Registration(kind, name, factory, plugin)
 
     @staticmethod

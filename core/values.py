@@ -25,11 +25,16 @@ class Marginals:
 
     Row ``h`` describes the token at depth ``h + 1`` below the root: ``ids[h]`` are K
     distinct token ids with log-probabilities ``logprobs[h]`` in non-increasing order.
+    ``transitions`` (the ``transitions`` capability; optional) makes the positions depend
+    on each other: ``transitions[h, i, j]`` is added to the score of ``ids[h, j]`` when the
+    previous position took ``ids[h - 1, i]`` (for ``h = 0`` the root came first, and
+    every row ``i`` is the same).
     """
 
     ids: torch.Tensor = attrs.field(eq=False)
     logprobs: torch.Tensor = attrs.field(eq=False)
     vocab_size: int = attrs.field(validator=attrs.validators.gt(0))
+    transitions: torch.Tensor | None = attrs.field(default=None, eq=False)
 
     def __attrs_post_init__(self):
         if self.ids.dim() != 2 or self.ids.shape != self.logprobs.shape:
@@ -37,6 +42,10 @@ class Marginals:
                 "marginals need ids and logprobs of one shape [H, K], "
                 f"got {tuple(self.ids.shape)} and {tuple(self.logprobs.shape)}"
             )
+        depth, width = self.ids.shape
+        if self.transitions is not None and tuple(self.transitions.shape) != (depth, width, width):
+            raise MalformedTreeError(f"marginal transitions need shape [H, K, K] = {(depth, width, width)}, "
+                                     f"got {tuple(self.transitions.shape)}")
         if self.ids.numel() == 0:
             return
         if int(self.ids.min()) < 0 or int(self.ids.max()) >= self.vocab_size:

@@ -1,8 +1,9 @@
 import pytest
 import torch
 
-from specmix.plugins.diffusion.network import BlockDrafter, DrafterConfig, head_over, start_from_target, tapped_layers
+from specmix.plugins.diffusion.network import BlockDrafter, DrafterConfig, head_over, tapped_layers
 from specmix.plugins.diffusion.training.loss import Example, TrainSettings, block_loss, frequent_tokens, learning_rate, train
+from specmix.plugins.diffusion.training.start import start_from_target
 from specmix.settings import DecodeSettings
 from specmix.target import fingerprint
 from specmix.testing import reference_greedy, tiny_model

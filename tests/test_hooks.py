@@ -2,6 +2,7 @@
 
 import argparse
 import inspect
+import json
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ from specmix import (
     hookspecs,
     load,
 )
+from specmix.bench_report import Run
+from specmix.interfaces import Baseline
 from specmix.plugins.basic.tree_verifier import TreeVerifier
 from specmix.testing import reference_greedy, tiny_model
 
@@ -83,6 +86,16 @@ class EchoTrainer(Trainer):
         return 0
 
 
+class Replay(Baseline):
+    """A baseline that answers every prompt with ``count`` sevens."""
+
+    def __init__(self, model, tokenizer, settings, options):
+        self.count = options.get("drafter", {}).get("count", 2)
+
+    def __call__(self, ids, max_new_tokens):
+        return Run([7] * min(self.count, max_new_tokens), 0.5, None)
+
+
 class Everything:
     """One plugin object with every hook."""
 
@@ -109,6 +122,10 @@ class Everything:
     @hookimpl
     def register_trainers(self, register):
         register("echo", EchoTrainer)
+
+    @hookimpl
+    def register_baselines(self, register):
+        register("replay", Replay)
 
 
 @pytest.fixture(scope="module")
@@ -183,3 +200,15 @@ def test_a_trainer_must_be_a_trainer_class():
 
     with pytest.raises(PluginError, match="expected a name and a subclass of specmix.Trainer"):
         Registry.load(extra_plugins=[Loose()], strict=True)
+
+
+def test_hook_register_baselines(everything, tmp_path):
+    from specmix.bench import run_bench
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"question_id": 1, "category": "a", "turns": ["Hi."]}) + "\n")
+    report = run_bench(["hf", "replay[drafter.count=3]"], str(prompts), None, DecodeSettings(max_new_tokens=4),
+                       out=tmp_path / "bench.json", registry=everything)
+    row = report["methods"]["replay[drafter.count=3]"]
+    assert row["tokens"] == 3 and row["seconds"] == 0.5 and row["tau"] is None
+    assert "dflash-ref" in everything.names("baseline")

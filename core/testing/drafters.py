@@ -15,6 +15,7 @@ import random
 import torch
 
 from specmix import Capability, Drafter, Marginals, Proposal, Riders, TokenTree, hookimpl
+from specmix.testing.models import tolerance
 
 
 class _Oracle:
@@ -23,7 +24,7 @@ class _Oracle:
 
     @torch.no_grad()
     def forward(self, ids, hidden: bool = False):
-        return self.model(input_ids=torch.tensor([list(ids)]), output_hidden_states=hidden)
+        return self.model(input_ids=torch.tensor([list(ids)], device=self.model.device), output_hidden_states=hidden)
 
     def greedy(self, ids, count: int) -> list[int]:
         ids, out = list(ids), []
@@ -116,7 +117,7 @@ class SampledTreeDrafter(KitDrafter):
                 rows.append(q)  # a leaf: no children were drawn, so its q is never used
                 continue
             if self.oracle is not None:
-                q = 0.5 * self.oracle.probs(ids).to(torch.float64) + 0.5 * q
+                q = 0.5 * self.oracle.probs(ids).to("cpu", torch.float64) + 0.5 * q
             rows.append(q)
             remaining = q.clone()
             for _ in range(rng.randint(0, 3)):
@@ -159,7 +160,8 @@ class RiderDrafter(KitDrafter):
         if self.oracle is not None:
             for i in range(len(self.sent)):
                 expected = self.oracle.forward(ctx.tokens.tolist() + self.sent[: i + 1]).logits[0, -1]
-                if not torch.allclose(logits[i].to(expected.dtype), expected, atol=1e-8, rtol=1e-6):
+                close = tolerance(expected.dtype)
+                if not torch.allclose(logits[i].to(expected.dtype), expected, atol=close, rtol=close):
                     raise AssertionError(f"rider {i} logits differ from a plain forward over its visible path")
         predictions = logits.argmax(dim=-1).tolist()
         self.guess = predictions[len(verdict.path) + 1:]
@@ -184,7 +186,8 @@ class FeatureDrafter(KitDrafter):
         if self.oracle is not None and cached:
             out = self.oracle.forward(ctx.tokens[:-1].tolist(), hidden=True)
             for layer, states in self.features.items():
-                if not torch.allclose(states, out.hidden_states[layer][0], atol=1e-8, rtol=1e-6):
+                close = tolerance(states.dtype)
+                if not torch.allclose(states, out.hidden_states[layer][0], atol=close, rtol=close):
                     raise AssertionError(f"layer {layer} features differ from the target's hidden states")
         rng, vocab = self.rng, ctx.vocab_size
         depth, k = (rng.randint(1, 6), min(3, vocab)) if cached else (0, 1)
@@ -194,7 +197,7 @@ class FeatureDrafter(KitDrafter):
                                                 logprobs=torch.zeros(0, k, dtype=torch.float64), vocab_size=vocab),
                             features=last.new_zeros(0, last.shape[1]))
         generator = torch.Generator().manual_seed(rng.randrange(1 << 30))
-        last = last[-1].to(torch.float64)
+        last = last[-1].to("cpu", torch.float64)
         weights = torch.randn(depth, last.shape[0], vocab, dtype=torch.float64, generator=generator)
         logprobs = torch.log_softmax(torch.einsum("d,hdv->hv", last, weights), dim=-1)
         top = logprobs.topk(k, dim=-1)
@@ -219,3 +222,31 @@ class KitPlugin:
 
 
 KIT_DRAFTERS = ("kit-random-tree", "kit-random-marginals", "kit-sampled-tree", "kit-riders", "kit-features")
+
+
+class ReplayDrafter(Drafter):
+    """An oracle of set acceptance: it knows the target's greedy text ``path`` (prompt and continuation)
+    and proposes its next ``length`` tokens as a chain, so every step commits ``length + 1`` tokens.
+
+    For measuring the engine, not its losslessness: what it drafts is right by construction.
+    """
+
+    produces = frozenset({Capability.TREE})
+
+    def __init__(self, path: list | None = None, length: int = 1):
+        self.path, self.length = list(path or ()), length
+
+    def propose(self, ctx):
+        start = len(ctx.tokens)
+        chain = self.path[start:start + min(self.length, max(ctx.max_depth, 0))]
+        if self.path[:start] != ctx.tokens.tolist():
+            chain = []
+        return Proposal(tree=TokenTree.from_paths(ctx.root, [chain], ctx.vocab_size))
+
+
+class ReplayPlugin:
+    """Registers ``kit-replay``; measurements add it to a registry, the conformance suites do not."""
+
+    @hookimpl
+    def register_drafters(self, register):
+        register("kit-replay", ReplayDrafter)

@@ -12,7 +12,7 @@ from specmix.settings import DecodeSettings
 
 @torch.no_grad()
 def _next_logits(model, ids: Sequence[int]) -> torch.Tensor:
-    return model(input_ids=torch.tensor([list(ids)])).logits[0, -1]
+    return model(input_ids=torch.tensor([list(ids)], device=model.device)).logits[0, -1]
 
 
 def reference_greedy(model, prompt: Sequence[int], settings: DecodeSettings) -> list[int]:

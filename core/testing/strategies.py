@@ -15,6 +15,7 @@ PROFILE_VARIABLE = "SPECMIX_HYPOTHESIS_PROFILE"
 PROFILES = {
     "ci": dict(max_examples=25, derandomize=True),
     "dev": dict(max_examples=8),
+    "dry": dict(max_examples=2, derandomize=True),
     "thorough": dict(max_examples=300),
 }
 for _name, _values in PROFILES.items():
@@ -28,8 +29,8 @@ for _name, _values in PROFILES.items():
 
 
 def kit_settings() -> settings:
-    """The profile named by ``$SPECMIX_HYPOTHESIS_PROFILE`` (``ci``, ``dev`` or ``thorough``; default ``ci``)."""
-    return settings.get_profile(f"specmix-{os.environ.get(PROFILE_VARIABLE, 'ci')}")
+    """The profile named by ``$SPECMIX_HYPOTHESIS_PROFILE`` (``ci``, ``dev``, ``dry`` or ``thorough``; default ``ci``)."""
+    return settings.get_profile(f"specmix-{os.environ.get(PROFILE_VARIABLE, 'ci').removeprefix('specmix-')}")
 
 
 @st.composite

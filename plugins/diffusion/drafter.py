@@ -8,23 +8,39 @@ from pathlib import Path
 import torch
 
 from specmix import Capability, ConfigurationError, Drafter, Marginals, Proposal
-from specmix.plugins.diffusion.network import BlockDrafter, DrafterConfig, head_over
+from specmix.plugins.diffusion import formats
+from specmix.plugins.diffusion.dflash_net import DFlashNet
+from specmix.plugins.diffusion.network import BlockDrafter, DrafterConfig, head_over, tapped_layers
 from specmix.plugins.trained import weights_dir
 
 TRAIN_HINT = "train one with `specmix train diffusion --target MODEL --out DIR` and pass -o drafter.weights=DIR"
 SHIPPED = Path(__file__).parent / "weights"
+DEFAULT_ARCH = formats.SPECMIX
+"""Which of the drafters shipped for a target loads when none is asked for: the one with the higher held-out τ."""
 VOCAB_FILE = "vocab.json"
 """Beside a drafter's weights: the token ids of its training responses, most frequent first."""
+ARCHS = (formats.SPECMIX, formats.DFLASH, formats.DFLASH2)
 
 
 class DiffusionDrafter(Drafter):
     """DFlash-style drafting: a few layers read fused features of tapped target layers.
 
-    Options: ``weights`` (a directory holding ``config.json`` and ``model.pt``; default:
-    the drafter shipped for this target, if any), ``top_k`` ids per position in the
-    marginals (8), ``block_size`` (the trained one, 16, or smaller), ``vocab`` (8192; see
-    below), and ``random_layers`` to build an untrained drafter of that many layers
-    instead — losslessness never depends on the drafter, so tests use it.
+    Options:
+
+    - ``weights``: a drafter directory, specmix's format or a DFlash / DFlash 2 checkpoint
+      (see :mod:`specmix.plugins.diffusion.formats`), or a Hugging Face repo id of one;
+      default: the drafter shipped for this target, if any.
+    - ``arch``: ``specmix``, ``dflash`` or ``dflash2``: the kind of drafter to load (a
+      checkpoint of another kind is refused; a DFlash 2 checkpoint serves as ``dflash``
+      too), which shipped one, and what ``random_layers`` builds. Default: any.
+    - ``top_k`` ids per position in the marginals (8; a DFlash 2 drafter gives its
+      selector's top-K with the transition scores between consecutive positions);
+      ``block_size`` (the trained one, or smaller); ``vocab`` (8192; see below).
+    - ``draft_after_prompt``: whether to draft on the first step, from the prompt's last
+      token. DFlash's own loop does not (its first token comes from the prompt's forward
+      alone), so by default DFlash checkpoints do not, and specmix's, trained for it, do.
+    - ``random_layers``: build an untrained drafter of that many layers instead
+      (losslessness never depends on the drafter, so tests use it); ``seed`` for it.
 
     The LM head over the block is most of a drafting pass's cost (15 positions × the whole
     vocabulary). When the weights directory lists its training responses' tokens
@@ -37,33 +53,73 @@ class DiffusionDrafter(Drafter):
     consumes = frozenset({Capability.HIDDEN_STATES})
     test_options = {"random_layers": 1}
 
-    def __init__(self, weights: str | None = None, top_k: int = 8, block_size: int | None = None,
-                 vocab: int | None = 8192, random_layers: int | None = None, seed: int = 0):
+    def __init__(self, weights: str | None = None, arch: str | None = None, top_k: int = 8, block_size: int | None = None,
+                 vocab: int | None = 8192, draft_after_prompt: bool | None = None, random_layers: int | None = None,
+                 seed: int = 0):
         if top_k < 1 or (block_size is not None and block_size < 2) or (vocab is not None and vocab < 1):
             raise ConfigurationError("top_k and vocab must be >= 1 and block_size >= 2")
-        self.weights, self.top_k, self.block_size, self.vocab = weights, top_k, block_size, vocab
-        self.random_layers, self.seed = random_layers, seed
+        if arch is not None and arch not in ARCHS:
+            raise ConfigurationError(f"arch must be one of {', '.join(ARCHS)}, not {arch!r}")
+        self.weights, self.arch, self.top_k, self.block_size, self.vocab = weights, arch, top_k, block_size, vocab
+        self.draft_after_prompt, self.random_layers, self.seed = draft_after_prompt, random_layers, seed
 
     def attach(self, target):
         model = target.model
+        directory = None
         if self.random_layers:
-            config = DrafterConfig.for_target(model, self.random_layers, intermediate_size=2 * model.config.hidden_size)
-            with torch.random.fork_rng():
-                torch.manual_seed(self.seed)
-                self.net = BlockDrafter(config)
+            self.net = self._random(target)
         else:
-            directory, config = weights_dir.find(DrafterConfig, target.fingerprint, chosen=self.weights, shipped=SHIPPED,
-                                                 what="diffusion drafter", hint=TRAIN_HINT)
-            self.net = weights_dir.load_weights(BlockDrafter(config), directory)
+            directory = self._directory(target)
+            self.net = self._load(directory, target)
         self.net = self.net.to(device=target.device, dtype=target.dtype).eval().requires_grad_(False)
         self.embed, self.head = model.get_input_embeddings(), model.get_output_embeddings()
         self.draft_ids, self.draft_head = None, self.head
-        listed = None if self.random_layers or self.vocab is None else directory / VOCAB_FILE
+        listed = None if directory is None or self.vocab is None else directory / VOCAB_FILE
         if listed is not None and listed.exists():
             self.draft_ids = torch.tensor(json.loads(listed.read_text())[: self.vocab], device=target.device)
             self.draft_head = head_over(self.head, self.draft_ids)
-        self.hidden_layers = config.taps
-        self.block = min(self.block_size or config.block_size, config.block_size)
+        self.hidden_layers = self.net.taps
+        self.block = min(self.block_size or self.net.block_size, self.net.block_size)
+        dflash = isinstance(self.net, DFlashNet)
+        self.after_prompt = not dflash if self.draft_after_prompt is None else self.draft_after_prompt
+        self.selector = self.net.candidate_selector if dflash and self.net.second_version else None
+        self.width = self.top_k if self.selector is None else self.selector.top_k
+
+    def _random(self, target):
+        model, layers = target.model, self.random_layers
+        with torch.random.fork_rng():
+            torch.manual_seed(self.seed)
+            if self.arch in (formats.DFLASH, formats.DFLASH2):
+                second = dict(conv_kernel_size=3, conv_group_size=model.config.hidden_size // 4, selector_rank=4,
+                              selector_top_k=4) if self.arch == formats.DFLASH2 else {}
+                net = DFlashNet.for_target(model, layers, tapped_layers(target.num_layers, layers), block_size=16,
+                                           mask_token_id=target.vocab_size - 1, **second)
+                net.reset_parameters(std=0.3)
+                return net
+            config = DrafterConfig.for_target(model, layers, intermediate_size=2 * model.config.hidden_size)
+            return BlockDrafter(config)
+
+    def _directory(self, target) -> Path:
+        if self.weights:
+            return formats.resolve(self.weights)
+        wanted = self.arch or DEFAULT_ARCH
+        directory = formats.shipped(SHIPPED, target.fingerprint, wanted)
+        if directory is None:
+            kind = "" if wanted == formats.SPECMIX else f"{wanted} "
+            raise ConfigurationError(f"no trained {kind}diffusion drafter ships for this target ({target.fingerprint}); "
+                                     f"{TRAIN_HINT}")
+        return directory
+
+    def _load(self, directory: Path, target):
+        kind = formats.detect(directory)
+        if self.arch is not None and kind != self.arch and (self.arch, kind) != (formats.DFLASH, formats.DFLASH2):
+            raise ConfigurationError(f"the drafter in {directory} is a {kind} drafter; arch {self.arch} needs a "
+                                     f"{self.arch} one")
+        if kind != formats.SPECMIX:
+            return formats.load_dflash(directory, target)
+        _, config = weights_dir.find(DrafterConfig, target.fingerprint, chosen=str(directory), shipped=SHIPPED,
+                                     what="drafter", hint=TRAIN_HINT)
+        return weights_dir.load_weights(BlockDrafter(config), directory)
 
     def _append(self, hidden) -> None:
         features = self.net.features(torch.cat([hidden[layer] for layer in self.hidden_layers], dim=-1))
@@ -75,30 +131,32 @@ class DiffusionDrafter(Drafter):
 
     @torch.no_grad()
     def start(self, prompt, hidden):
-        config, device, dtype = self.net.config, self.head.weight.device, self.head.weight.dtype
-        empty = torch.zeros(config.num_heads, 0, config.head_dim, device=device, dtype=dtype)
-        self.context, self.length = [(empty, empty) for _ in range(config.num_layers)], 0
+        self.context, self.length = self.net.empty_context(self.head.weight.device, self.head.weight.dtype), 0
         self._append(hidden)
+
+    def _nothing(self, ctx) -> Proposal:
+        width = self.width
+        return Proposal(marginals=Marginals(ids=torch.zeros(0, width, dtype=torch.long),
+                                            logprobs=torch.zeros(0, width, dtype=torch.float64), vocab_size=ctx.vocab_size),
+                        features=torch.zeros(0, self.head.weight.shape[1], dtype=self.head.weight.dtype))
 
     @torch.no_grad()
     def propose(self, ctx):
         size = min(self.block, ctx.max_depth + 1)
-        if size < 2:  # no room left to draft
-            width = self.net.config.hidden_size
-            return Proposal(marginals=Marginals(ids=torch.zeros(0, self.top_k, dtype=torch.long),
-                                                logprobs=torch.zeros(0, self.top_k, dtype=torch.float64),
-                                                vocab_size=ctx.vocab_size),
-                            features=torch.zeros(0, width, dtype=self.head.weight.dtype))
-        block = self.net.block_inputs(self.embed(ctx.tokens[-1:].to(self.head.weight.device)), size)
+        if size < 2 or (ctx.step == 0 and not self.after_prompt):  # no room left, or not drafting yet
+            return self._nothing(ctx)
+        first = ctx.tokens[-1:].to(self.head.weight.device)
+        block = self.net.block_inputs(self.embed, first, size)
         positions = torch.arange(self.length, self.length + size, device=block.device)
         hidden = self.net(block, positions, self.context)[1:]
-        logprobs = torch.log_softmax(self.draft_head(hidden).float(), dim=-1)
-        top = logprobs.topk(min(self.top_k, logprobs.shape[-1]), dim=-1)
+        logits = self.net.logits(hidden, self.draft_head)
+        logprobs = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
+        top = logprobs.topk(min(self.width, logprobs.shape[-1]), dim=-1)
         ids = top.indices if self.draft_ids is None else self.draft_ids[top.indices]
-        return Proposal(marginals=Marginals(ids=ids.cpu(), logprobs=top.values.double().cpu(),
-                                            vocab_size=ctx.vocab_size), features=hidden)
+        transitions = None if self.selector is None else self.selector.transitions(hidden, first, ids).double().cpu()
+        return Proposal(marginals=Marginals(ids=ids.cpu(), logprobs=top.values.double().cpu(), vocab_size=ctx.vocab_size,
+                                            transitions=transitions), features=hidden)
 
     @torch.no_grad()
     def observe(self, verdict, ctx):
         self._append(verdict.hidden)
-

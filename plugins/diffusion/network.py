@@ -149,16 +149,33 @@ class BlockDrafter(nn.Module):
             if isinstance(module, nn.Linear):
                 nn.init.normal_(module.weight, std=1 / math.sqrt(module.in_features))
 
+    @property
+    def taps(self) -> tuple[int, ...]:
+        return self.config.taps
+
+    @property
+    def block_size(self) -> int:
+        return self.config.block_size
+
     def save(self, directory: Path) -> None:
         """The config and the trainable weights only, as the drafter plugin loads them."""
         weights_dir.save(self, self.config, directory)
 
-    def block_inputs(self, first: torch.Tensor, size: int) -> torch.Tensor:
-        """Inputs ``[size, D]`` of a block that starts with the embedding ``first [1, D]``, followed by masks."""
+    def empty_context(self, device, dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        config = self.config
+        empty = torch.zeros(config.num_heads, 0, config.head_dim, device=device, dtype=dtype)
+        return [(empty, empty) for _ in self.layers]
+
+    def block_inputs(self, embedding: nn.Embedding, first: torch.Tensor, size: int) -> torch.Tensor:
+        """Inputs ``[size, D]`` of a block that starts with token ``first [1]``, followed by masks."""
+        start = embedding(first)
         masks = self.mask_embedding.expand(size - 1, -1)
         if self.config.anchored_masks:
-            masks = masks + first
-        return torch.cat([first, masks])
+            masks = masks + start
+        return torch.cat([start, masks])
+
+    def logits(self, hidden: torch.Tensor, head: nn.Module) -> torch.Tensor:
+        return head(hidden)
 
     def features(self, tapped: torch.Tensor) -> torch.Tensor:
         """Fused context features ``[n, D]`` from the concatenated tapped hidden states ``[n, taps * D]``."""
@@ -174,58 +191,3 @@ class BlockDrafter(nn.Module):
         for layer, (keys, values) in zip(self.layers, context):
             hidden = layer(hidden, positions, keys, values, mask)
         return self.norm(hidden)
-
-
-def _layer_pairs(mine: DraftLayer, theirs: nn.Module, config: DrafterConfig) -> list | None:
-    """(drafter parameter, target weight) pairs for copying a Llama-style target layer; None if it is not one."""
-    attention, mlp = getattr(theirs, "self_attn", None), getattr(theirs, "mlp", None)
-    projections = ("q_proj", "k_proj", "v_proj", "o_proj")
-    if attention is None or mlp is None or hasattr(attention, "q_norm"):
-        return None
-    if any(not isinstance(getattr(attention, name, None), nn.Linear) or getattr(attention, name).bias is not None
-           for name in projections):
-        return None
-    pairs = [(mine.q_proj.weight, attention.q_proj.weight), (mine.o_proj.weight, attention.o_proj.weight)]
-    for name in ("k_proj", "v_proj"):
-        weight = getattr(attention, name).weight
-        if weight.shape[0] % config.head_dim or (config.num_heads * config.head_dim) % weight.shape[0]:
-            return None
-        groups = config.num_heads * config.head_dim // weight.shape[0]  # grouped-query heads, repeated
-        pairs.append((getattr(mine, name).weight,
-                      weight.view(-1, config.head_dim, weight.shape[1]).repeat_interleave(groups, dim=0).flatten(0, 1)))
-    for name in ("gate_proj", "up_proj", "down_proj"):
-        if not isinstance(getattr(mlp, name, None), nn.Linear):
-            return None
-        pairs.append((getattr(mine, name).weight, getattr(mlp, name).weight))
-    for norm, name in ((mine.input_norm, "input_layernorm"), (mine.post_norm, "post_attention_layernorm")):
-        if getattr(getattr(theirs, name, None), "weight", None) is None:
-            return None
-        pairs.append((norm.weight, getattr(theirs, name).weight))
-    return pairs if all(a.shape == b.shape for a, b in pairs) else None
-
-
-@torch.no_grad()
-def start_from_target(net: BlockDrafter, model) -> bool:
-    """Initialise ``net`` from the target: draft layers as copies of its last layers, final norm as its own.
-
-    The fusion starts as the identity on the last tap (the copied layers' input, see
-    :func:`tapped_layers`) and the fused-feature norm as the first copied layer's input
-    norm, so the copies first read the context keys and values the target computes.
-    Returns False, leaving ``net`` as it was, when the target's layers do not have this
-    (Llama-style) layout or these shapes.
-    """
-    config = net.config
-    decoder = getattr(model, "model", None)
-    layers, norm = getattr(decoder, "layers", None), getattr(getattr(decoder, "norm", None), "weight", None)
-    if layers is None or norm is None or len(layers) < config.num_layers or norm.shape != net.norm.weight.shape:
-        return False
-    sources = list(layers)[len(layers) - config.num_layers:]
-    pairs = [_layer_pairs(mine, theirs, config) for mine, theirs in zip(net.layers, sources)]
-    if None in pairs:
-        return False
-    for parameter, weight in [pair for layer in pairs for pair in layer] + [(net.norm.weight, norm)]:
-        parameter.copy_(weight)
-    net.fuse.weight.zero_()
-    net.fuse.weight[:, -config.hidden_size:].copy_(torch.eye(config.hidden_size))
-    net.fuse_norm.weight.copy_(sources[0].input_layernorm.weight)
-    return True

@@ -1,7 +1,9 @@
-"""Entry point ``diffusion``: the ``diffusion`` drafter, the ``dflash`` and ``ddtree`` methods, and its recipe."""
+"""Entry point ``diffusion``: the ``diffusion`` drafter, the ``dflash``, ``dflash2`` and ``ddtree`` methods, its recipe,
+and the reference implementation as the bench baseline ``dflash-ref``."""
 
 from specmix import Method, hookimpl
 from specmix.plugins.diffusion.drafter import DiffusionDrafter
+from specmix.plugins.diffusion.reference import DFlashReference
 from specmix.plugins.diffusion.training.recipe import DiffusionTrainer
 
 
@@ -21,6 +23,16 @@ def register_methods(register):
         description="DFlash: a trained block-diffusion drafter proposes a block; its top-1 chain is verified whole.",
     ))
     register(Method(
+        name="dflash2",
+        drafter="diffusion",
+        builder="chain",
+        selector="all",
+        verifier="tree",
+        options={"drafter": {"arch": "dflash2"}},
+        description="DFlash 2: a DFlash 2 checkpoint's block, each position picked given the previous pick by its "
+                    "candidate selector, verified whole (-o drafter.weights=DIR or a hub id).",
+    ))
+    register(Method(
         name="ddtree",
         drafter="diffusion",
         builder="best-first",
@@ -33,3 +45,8 @@ def register_methods(register):
 @hookimpl
 def register_trainers(register):
     register("diffusion", DiffusionTrainer)
+
+
+@hookimpl
+def register_baselines(register):
+    register("dflash-ref", DFlashReference)

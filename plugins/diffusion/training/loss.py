@@ -25,6 +25,7 @@ import attrs
 import torch
 from torch.nn import functional as F
 
+from specmix.plugins.diffusion.dflash_net import DFlashNet
 from specmix.plugins.diffusion.network import BlockDrafter, head_over
 
 
@@ -63,19 +64,19 @@ def frequent_tokens(examples: Sequence[Example], count: int | None = None) -> to
     return torch.tensor([token for token, _ in counts.most_common(count)])
 
 
-def block_loss(net: BlockDrafter, embed, head, ids: torch.Tensor, tapped: torch.Tensor, anchors: Sequence[int],
+def block_loss(net: BlockDrafter | DFlashNet, embed, head, ids: torch.Tensor, tapped: torch.Tensor, anchors: Sequence[int],
                gamma: float, vocab: torch.Tensor | None = None) -> torch.Tensor:
     """Decay-weighted cross-entropy of the blocks starting at ``anchors`` of one sequence.
 
     With ``vocab`` (token ids), ``head`` gives logits over those tokens only (see
     :func:`~specmix.plugins.diffusion.network.head_over`) and other targets are skipped.
     """
-    size, length = net.config.block_size, ids.shape[0]
+    size, length = net.block_size, ids.shape[0]
     features = net.features(tapped)
     context = net.context(features, torch.arange(length))
     blocks, positions, targets, weights = [], [], [], []
     for anchor in anchors:
-        blocks.append(net.block_inputs(embed(ids[anchor:anchor + 1]), size))
+        blocks.append(net.block_inputs(embed, ids[anchor:anchor + 1], size))
         positions.append(torch.arange(anchor, anchor + size))
         for k in range(size):
             has_target = k >= 1 and anchor + k < length
@@ -90,7 +91,7 @@ def block_loss(net: BlockDrafter, embed, head, ids: torch.Tensor, tapped: torch.
         mask[rows, length + j * size:length + (j + 1) * size] = True  # its own block, both ways
     hidden = net(block, position, context, mask)
     targets, weight = torch.tensor(targets), torch.tensor(weights)
-    logits = head(hidden)
+    logits = net.logits(hidden, head)
     if vocab is not None:
         index = torch.full((embed.weight.shape[0],), -100, dtype=torch.long)
         index[vocab] = torch.arange(len(vocab))
@@ -108,7 +109,7 @@ def learning_rate(step: int, settings: TrainSettings) -> float:
     return settings.lr * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
 
 
-def train(net: BlockDrafter, model, examples: Sequence[Example], settings: TrainSettings,
+def train(net: BlockDrafter | DFlashNet, model, examples: Sequence[Example], settings: TrainSettings,
           checkpoint: Path | None = None, progress=None) -> list[float]:
     """Train ``net`` for ``settings.steps`` steps (one sequence each), resuming from ``checkpoint`` if it exists."""
     model.requires_grad_(False)  # the target, its embedding and LM head stay frozen
@@ -130,7 +131,7 @@ def train(net: BlockDrafter, model, examples: Sequence[Example], settings: Train
         index = rng.randrange(len(usable))
         example = usable[index]
         if index not in states:
-            states[index] = tapped_states(model, example.ids, net.config.taps)
+            states[index] = tapped_states(model, example.ids, net.taps)
         ids = torch.tensor(example.ids)
         last = len(example.ids) - 2
         anchors = sorted(rng.sample(range(example.response_start - 1, last + 1),

@@ -6,16 +6,21 @@ so an interrupted run is resumed by running the same command again.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
 import torch
 
-from specmix import Decoder, DecodeSettings, Registry, Target, Trainer
+from specmix import ConfigurationError, Decoder, DecodeSettings, Registry, Target, Trainer
+from specmix.plugins.diffusion.dflash_net import DFlashNet
 from specmix.plugins.diffusion.drafter import VOCAB_FILE
-from specmix.plugins.diffusion.network import BlockDrafter, DrafterConfig, start_from_target
+from specmix.plugins.diffusion.formats import save_drafter
+from specmix.plugins.diffusion.network import BlockDrafter, DrafterConfig, tapped_layers
 from specmix.plugins.diffusion.training.loss import Example, TrainSettings, frequent_tokens, train
+from specmix.plugins.diffusion.training.start import start_dflash_from_target, start_from_target
 from specmix.plugins.trained.recipes import add_common_arguments, logger, loss_bar, open_workspace
+from specmix.target import fingerprint
 from specmix.text import encode
 
 _log = logger("diffusion")
@@ -61,6 +66,18 @@ def acceptance_by_position(decoder, prompts, tokenizer, max_new_tokens: int) -> 
             "accepted_at_least": {k: reached.get(k, 0) / max(steps, 1) for k in range(1, 16)}}
 
 
+def unused_token(tokenizer, examples) -> int:
+    """The highest added (special) token id that no training sequence uses and that is not EOS, BOS or padding."""
+    reserved = {tokenizer.eos_token_id, tokenizer.bos_token_id, tokenizer.pad_token_id}
+    seen = {token for example in examples for token in example.ids}
+    added = set(getattr(tokenizer, "added_tokens_decoder", {}) or {}) | set(tokenizer.all_special_ids)
+    unused = sorted(added - seen - reserved)
+    if not unused:
+        raise ConfigurationError("every added token of this tokenizer occurs in the training data; "
+                                 "choose the mask token with --mask-token-id")
+    return unused[-1]
+
+
 def _rope_theta(config) -> float:
     """The target's rotary base (transformers 5 keeps it in ``rope_parameters``), so copied layers see the same angles."""
     parameters = getattr(config, "rope_parameters", None) or {}
@@ -82,8 +99,31 @@ class DiffusionTrainer(Trainer):
                             help="train the softmax over only this many most frequent response tokens, which makes "
                                  "steps several times cheaper (0: the whole vocabulary)")
         parser.add_argument("--eval-tokens", type=int, default=128, help="new tokens per held-out prompt in the evaluation")
+        parser.add_argument("--arch", choices=("specmix", "dflash"), default="specmix",
+                            help="specmix's drafter (its own mask embedding, masks anchored on the block's first token) "
+                                 "or a DFlash-format one, which the DFlash authors' code, vLLM and SGLang load")
+        parser.add_argument("--mask-token-id", type=int,
+                            help="the token whose embedding fills a DFlash drafter's masked positions (default: the "
+                                 "highest added token that no training response uses)")
         parser.add_argument("--random-init", action="store_true",
                             help="start the draft layers at random instead of as copies of the target's last layers")
+
+    @staticmethod
+    def _new_drafter(args, model, tokenizer, training):
+        """The drafter to train, of ``--arch``, started from the target's last layers unless ``--random-init``."""
+        torch.manual_seed(args.seed)
+        if args.arch == "specmix":
+            config = DrafterConfig.for_target(model, args.layers, block_size=args.block_size,
+                                              rope_theta=_rope_theta(model.config), anchored_masks=True)
+            net, start = BlockDrafter(config), start_from_target
+        else:
+            mask = args.mask_token_id if args.mask_token_id is not None else unused_token(tokenizer, training)
+            net = DFlashNet.for_target(model, args.layers, tapped_layers(model.config.num_hidden_layers, args.layers),
+                                       block_size=args.block_size, mask_token_id=mask)
+            start = functools.partial(start_dflash_from_target, calibration=[e.ids for e in training[:16]])
+        if not args.random_init and not start(net, model):
+            _log("the target's layers do not fit the draft layers: they start at random")
+        return net
 
     def run(self, args) -> int:
         work = open_workspace(args)
@@ -97,17 +137,12 @@ class DiffusionTrainer(Trainer):
         training, held_out = examples[: -args.held_out], prompts[-args.held_out:]
         _log(f"{len(training)} training sequences, {sum(len(e.ids) - e.response_start for e in training)} response tokens")
 
-        config = DrafterConfig.for_target(model, args.layers, block_size=args.block_size,
-                                          rope_theta=_rope_theta(model.config), anchored_masks=True)
-        torch.manual_seed(args.seed)
-        net = BlockDrafter(config)
-        if not args.random_init and not start_from_target(net, model):
-            _log("the target's layers are not Llama-style: the draft layers start at random")
+        net = self._new_drafter(args, model, tokenizer, training)
         settings = TrainSettings(steps=args.steps, lr=args.lr, anchors=args.anchors, seed=args.seed,
                                  vocab=args.vocab or None)
         with loss_bar("training", settings.steps) as progress:
             losses = train(net, model, training, settings, out / "checkpoint.pt", progress)
-        net.save(out)
+        save_drafter(net, out, fingerprint(model))
         (out / VOCAB_FILE).write_text(json.dumps(frequent_tokens(training).tolist()))
 
         evaluation = out / "eval.json"
