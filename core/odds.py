@@ -21,21 +21,35 @@ class ContinuationOdds:
     Each verdict adds evidence for every node the walk reached that had children: a
     success if the walk went on below it. The estimate is the posterior mean under a
     Beta prior with mean ``prior`` worth ``weight`` observations.
+
+    Two options keep the estimate exploring, so that a bad stretch early in a generation
+    does not switch drafting off for good (when nothing is verified, no evidence comes
+    back): ``explore`` adds that many standard deviations of the posterior to the mean
+    (an optimistic estimate that shrinks as evidence accumulates), and ``memory`` keeps
+    only about that many recent observations per key (older ones fade geometrically).
     """
 
-    def __init__(self, prior: float = 0.5, weight: float = 2.0):
+    def __init__(self, prior: float = 0.5, weight: float = 2.0, explore: float = 0.0, memory: float | None = None):
         if not 0 < prior < 1 or weight <= 0:
             raise ConfigurationError(f"prior must lie in (0, 1) and weight be positive, got {prior} and {weight}")
-        self.prior, self.weight = prior, weight
+        if explore < 0 or (memory is not None and memory <= 1):
+            raise ConfigurationError(f"explore must be >= 0 and memory > 1, got {explore} and {memory}")
+        self.prior, self.weight, self.explore = prior, weight, explore
+        self.keep = 1.0 if memory is None else 1.0 - 1.0 / memory
         self.reset()
 
     def reset(self) -> None:
         """Forget all evidence (a new generation starts)."""
-        self.counts: dict[Hashable, list[int]] = defaultdict(lambda: [0, 0])  # key -> [continued, tried]
+        self.counts: dict[Hashable, list[float]] = defaultdict(lambda: [0.0, 0.0])  # key -> [continued, tried]
+
+    def probability(self, key: Hashable) -> float:
+        continued, tried = self.counts[key]
+        seen = tried + self.weight
+        mean = (continued + self.prior * self.weight) / seen
+        return min(1.0, mean + self.explore * math.sqrt(mean * (1 - mean) / (seen + 1)))
 
     def logprob(self, key: Hashable) -> float:
-        continued, tried = self.counts[key]
-        return math.log((continued + self.prior * self.weight) / (tried + self.weight))
+        return math.log(self.probability(key))
 
     def record(self, verdict: Verdict, key: Callable[[int], Hashable]) -> None:
         """Count the reached nodes of ``verdict.tree`` that had children, under ``key(node)``."""
@@ -43,5 +57,5 @@ class ContinuationOdds:
         for position, node in enumerate(reached):
             if verdict.tree.children[node]:
                 counts = self.counts[key(node)]
-                counts[0] += position + 1 < len(reached)
-                counts[1] += 1
+                counts[0] = counts[0] * self.keep + (position + 1 < len(reached))
+                counts[1] = counts[1] * self.keep + 1

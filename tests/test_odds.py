@@ -27,3 +27,18 @@ def test_counts_reached_nodes_with_children_as_continued_or_not():
 def test_refuses_a_prior_outside_the_unit_interval():
     with pytest.raises(ConfigurationError, match="prior"):
         ContinuationOdds(prior=1.0)
+
+
+def test_exploring_odds_are_optimistic_until_evidence_accumulates_and_forget_old_evidence():
+    tree = TokenTree.from_paths(0, [[1, 2]], vocab_size=8)
+    plain, exploring = ContinuationOdds(), ContinuationOdds(explore=1.0, memory=8)
+    for _ in range(3):
+        for odds in (plain, exploring):
+            odds.record(_verdict(tree, ()), key=lambda node: "k")
+    assert exploring.probability("k") > plain.probability("k") + 0.1
+    for _ in range(200):
+        exploring.record(_verdict(tree, ()), key=lambda node: "k")
+    assert exploring.counts["k"][1] < 8.01  # only about `memory` observations are kept
+    assert 0.05 < exploring.probability("k") < 0.2  # still worth a try now and then
+    with pytest.raises(ConfigurationError, match="memory > 1"):
+        ContinuationOdds(memory=1)

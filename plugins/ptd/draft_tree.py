@@ -56,16 +56,17 @@ class ProgressiveDraftTree:
                 node.children.append(DraftNode(chain[1]))
             self.spine.append(node)
 
-    def riders(self) -> Riders:
-        """The tree in depth-first order (at most ``max_riders`` nodes; maybe none), remembered for ``grow``."""
+    def riders(self, limit: int | None = None) -> Riders:
+        """The tree in depth-first order (at most ``limit``, else ``max_riders``, nodes; maybe none), remembered for ``grow``."""
+        limit = self.max_riders if limit is None else min(limit, self.max_riders)
         order, offsets, visible_sets, heads = [], [], [], []
         for head in self.spine:
-            if len(order) >= self.max_riders:
+            if len(order) >= limit:
                 break
             prefix = list(heads) if self.linked_spine else []
             heads.append(len(order))
             stack: list[tuple[DraftNode, list[int]]] = [(head, [])]
-            while stack and len(order) < self.max_riders:
+            while stack and len(order) < limit:
                 node, ancestors = stack.pop()
                 path = [*ancestors, len(order)]
                 order.append(node)

@@ -11,7 +11,7 @@ def _propose(drafter, tokens, vocab=50):
 
 
 def test_proposes_a_trie_of_every_continuation_of_the_longest_match():
-    drafter = NgramDrafter(max_ngram=2, depth=3)
+    drafter = NgramDrafter(max_ngram=2, depth=3, explore=0, memory=None)
     context = [1, 2, 3, 4, 9, 1, 2, 5, 6, 7, 8, 1, 2]
     drafter.start(torch.tensor(context), {})
     tree = _propose(drafter, context)
@@ -24,7 +24,7 @@ def test_proposes_a_trie_of_every_continuation_of_the_longest_match():
 def test_calibrates_continuation_odds_from_verdicts():
     from specmix import Verdict
 
-    drafter = NgramDrafter(max_ngram=1, depth=2, prior=0.5, prior_weight=2)
+    drafter = NgramDrafter(max_ngram=1, depth=2, prior=0.5, prior_weight=2, explore=0, memory=None)
     context = [1, 2, 3, 1]
     drafter.start(torch.tensor(context), {})
     tree = _propose(drafter, context)  # root 1 -> 2 -> 3
@@ -57,3 +57,17 @@ def test_the_index_grows_with_committed_tokens():
     drafter.observe(Verdict(), None)
     tree = _propose(drafter, [1, 2, 3, 1])
     assert tree.token_list[1:] == (2, 3)
+
+
+def test_a_long_match_is_a_class_of_its_own():
+    drafter = NgramDrafter(max_ngram=2, depth=2)
+    text = [5, 6, 7, 8, 9, 10, 11, 12, 13, 1, 2]
+    context = text + [40] + text  # the whole text occurs again: agreement reaches the long-match class
+    drafter.start(torch.tensor(context), {})
+    _propose(drafter, context)
+    assert drafter.matched == 8
+    short = [30, 1, 2, 3, 31, 1, 2]
+    drafter.start(torch.tensor(short), {})
+    _propose(drafter, short)
+    assert drafter.matched == 2
+

@@ -19,21 +19,25 @@ class NgramDrafter(Drafter):
 
     Edge probabilities are calibrated online, so a selector can weigh them against the
     cost of verifying: the chance that the target continues a node at all is estimated
-    per match length n, separately for the first token and for deeper ones, from which
+    per match length, separately for the first token and for deeper ones, from which
     verified nodes this generation did continue (a Beta prior with mean ``prior`` and
     weight ``prior_weight``); the share of continuations through each child splits it.
+    The match length is how far back the context agrees with the most recent occurrence
+    (1, 2, 3, 4-7 or 8+ tokens), so a long match is tried on its own evidence. The
+    estimate explores (``explore`` standard deviations of optimism, and a ``memory`` of
+    about 64 observations per key), so early misses never switch lookup off for good.
     """
 
     produces = frozenset({Capability.TREE})
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1, depth: int = 10, max_matches: int = 8,
-                 prior: float = 0.5, prior_weight: float = 2.0):
+                 prior: float = 0.5, prior_weight: float = 2.0, explore: float = 1.0, memory: float | None = 64.0):
         if not 1 <= min_ngram <= max_ngram:
             raise ConfigurationError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram} and {max_ngram}")
         if depth < 1 or max_matches < 1:
             raise ConfigurationError("depth and max_matches must be at least 1")
         self.max_ngram, self.min_ngram, self.depth, self.max_matches = max_ngram, min_ngram, depth, max_matches
-        self.odds = ContinuationOdds(prior, prior_weight)  # keyed by (n, deeper than the first token)
+        self.odds = ContinuationOdds(prior, prior_weight, explore, memory)  # keyed by (match length, deeper)
 
     def start(self, prompt, hidden):
         self.tokens: list[int] = []
@@ -58,7 +62,7 @@ class NgramDrafter(Drafter):
             starts = self.index.get(tuple(tokens[-n:]))
             if starts:
                 continuations = [tokens[s:s + self.depth] for s in reversed(starts[-self.max_matches:])]
-                self.matched = n
+                self.matched = _length_class(_agreement(tokens, starts[-1], n))
                 break
         if not continuations:
             return Proposal(tree=TokenTree.root_only(ctx.root, ctx.vocab_size))
@@ -81,3 +85,19 @@ class NgramDrafter(Drafter):
         if self.matched:
             self.odds.record(verdict, lambda node: (self.matched, node != 0))
         self._extend(list(verdict.committed))
+
+
+LONG_MATCH = 8
+
+
+def _agreement(tokens: list[int], start: int, matched: int) -> int:
+    """How many tokens before ``start`` equal the context's last ones (at least ``matched``; up to LONG_MATCH)."""
+    length = matched
+    while length < LONG_MATCH and start - length - 1 >= 0 and tokens[start - length - 1] == tokens[-length - 1]:
+        length += 1
+    return length
+
+
+def _length_class(length: int) -> int:
+    """1, 2 and 3 as they are; 4 for 4-7 tokens; 8 for 8 or more."""
+    return length if length <= 3 else (4 if length < LONG_MATCH else LONG_MATCH)

@@ -1,0 +1,55 @@
+"""How many riders PTD sends: as many as pay for themselves, measured as it goes.
+
+Riders cost every step (a larger forward) and pay later (the candidates they grow), so no
+single step says whether they pay. Each rider count is an arm: a step's payoff is the
+tokens it committed per second of forward time on the measured cost curve, and an arm's
+value is the mean of its last ``window`` payoffs. Every arm is tried for ``window`` steps
+first; then the best runs, and an arm last measured ``revisit`` steps ago is tried again for
+``window`` steps, so that a count switched off early gets another chance (with four arms
+and the defaults, about one step in eight explores).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from specmix.cost import CostCurve
+
+
+class RiderBudget:
+    def __init__(self, arms, window: int = 4, revisit: int = 96):
+        self.arms = tuple(sorted(set(arms), reverse=True))
+        self.window, self.revisit = window, revisit
+        self.reset()
+
+    def reset(self) -> None:
+        self.payoffs = {arm: deque(maxlen=self.window) for arm in self.arms}
+        self.last_tried = {arm: -1 for arm in self.arms}
+        self.trial, self.trial_left, self.step = None, 0, 0
+
+    def value(self, arm: int) -> float:
+        payoffs = self.payoffs[arm]
+        return sum(payoffs) / len(payoffs) if payoffs else float("inf")
+
+    def choose(self) -> int:
+        """The rider count for this step."""
+        if self.trial_left == 0:
+            untried = [arm for arm in self.arms if len(self.payoffs[arm]) < self.window]
+            if untried:
+                self.trial, self.trial_left = untried[0], self.window - len(self.payoffs[untried[0]])
+            elif self.step - min(self.last_tried.values()) >= self.revisit:
+                oldest = min(self.arms, key=lambda arm: self.last_tried[arm])
+                self.trial, self.trial_left = oldest, self.window
+            else:
+                self.trial = None
+        if self.trial is not None:
+            return self.trial
+        return max(self.arms, key=self.value)
+
+    def record(self, arm: int, tokens: int, forward_size: int, cost: CostCurve) -> None:
+        """What a step with ``arm`` riders committed, and the size of its forward."""
+        self.payoffs[arm].append(tokens / cost.time(forward_size))
+        self.last_tried[arm] = self.step
+        self.step += 1
+        if self.trial is not None and self.trial_left > 0:
+            self.trial_left -= 1
