@@ -49,7 +49,7 @@ def passages() -> list[tuple[str, str]]:
 def prompts() -> list[dict]:
     chosen = passages()
     rows = []
-    for index, (title, text) in enumerate(chosen[:PER_CATEGORY]):
+    for title, text in chosen[:PER_CATEGORY]:
         rows.append({"category": "qa", "turns": [
             f"Read the documentation below and answer the question using only what it says.\n\n{text}\n\n"
             f"Question: what is `{title}` for, and how is it used?"]})
