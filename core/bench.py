@@ -68,11 +68,17 @@ def _hf_runner(model, settings: DecodeSettings, lookup: bool) -> Callable[[list[
 
 
 def _specmix_runner(decoder, settings: DecodeSettings) -> Callable[[list[int], int], Run]:
+    drafters = [slot.name for slot in decoder.composition.drafters]
+
     def run(ids: list[int], max_new_tokens: int) -> Run:
         generation = decoder.generate(ids, attrs.evolve(settings, max_new_tokens=max_new_tokens))
         steps = generation.steps
+        credit = None
+        if len(drafters) > 1:
+            credit = {name: sum(s.accepted_from[i] for s in steps) for i, name in enumerate(drafters)}
         return Run(generation.tokens, generation.seconds, len(steps), tuple(s.accepted for s in steps),
-                   tuple(s.tree_size + s.riders for s in steps), sum(s.draft_s + s.build_s + s.select_s for s in steps))
+                   tuple(s.tree_size + s.riders for s in steps), sum(s.draft_s + s.build_s + s.select_s for s in steps),
+                   credit)
 
     return run
 

@@ -28,6 +28,8 @@ class Run:
     """Positions each step's verification forward ran: the tree, root included, and any riders."""
     draft_s: float | None = None
     """Seconds spent drafting, building and selecting trees, over all steps."""
+    accepted_from: dict[str, int] | None = None
+    """For a mix of drafters: how many accepted tokens each drafter had proposed (a token may count for several)."""
 
 
 def _summary(runs: Sequence[Run], references: Sequence[Run] | None, hf_rate: float | None, greedy: bool) -> dict:
@@ -59,7 +61,13 @@ def _step_profile(runs: Sequence[Run]) -> dict:
     accepted = [a for r in recorded for a in r.accepted]
     verified = [v for r in recorded for v in r.verified]
     steps = max(len(accepted), 1)
+    credits: dict[str, int] = {}
+    for run in recorded:
+        for name, count in (run.accepted_from or {}).items():
+            credits[name] = credits.get(name, 0) + count
+    total = max(sum(credits.values()), 1)
     return {
+        **({"accepted_from_share": {name: count / total for name, count in credits.items()}} if credits else {}),
         "profiled_runs": len(recorded),
         "accepted_at_least": [sum(a >= k for a in accepted) / steps for k in range(1, max(accepted, default=0) + 1)],
         "verified_per_step": sum(verified) / steps,
@@ -130,6 +138,11 @@ def markdown(report: dict) -> str:
             shares = [row["accepted_at_least"][k - 1] if k <= len(row["accepted_at_least"]) else 0.0 for k in depths]
             lines.append(f"| {name} | {row['verified_per_step']:.1f} | {row['draft_share']:.0%} | "
                          + " | ".join(f"{share:.3f}" for share in shares) + " |")
+        mixes = {name: row["accepted_from_share"] for name, row in profiled.items() if "accepted_from_share" in row}
+        if mixes:
+            lines += ["", "Which drafter proposed the accepted tokens (a token two drafters proposed counts for both):", ""]
+            lines += [f"- {name}: " + ", ".join(f"{drafter} {share:.0%}" for drafter, share in shares.items())
+                      for name, shares in mixes.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 import attrs
 
 from specmix.errors import CompositionError, ConfigurationError, PluginError
-from specmix.interfaces import Component, Drafter, Selector, TreeBuilder, Verifier
+from specmix.interfaces import Component
 
 KINDS = ("drafter", "builder", "selector", "verifier")
 
@@ -67,45 +67,68 @@ class Slot:
         return f"{self.kind} '{self.name}'"
 
 
+def _slots(value) -> tuple[Slot, ...]:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
 @attrs.frozen
 class Composition:
-    """A drafter, builder, selector and verifier that fit together (checked on construction)."""
+    """Drafters, a builder for each, a selector and a verifier that fit together (checked on construction).
 
-    drafter: Slot
-    builder: Slot
+    Most compositions have one drafter; with several, their trees are merged into one
+    before selection (:mod:`specmix.mixing`).
+    """
+
+    drafters: tuple[Slot, ...] = attrs.field(converter=_slots)
+    builders: tuple[Slot, ...] = attrs.field(converter=_slots)
     selector: Slot
     verifier: Slot
 
     def __attrs_post_init__(self):
-        check_fit(self.slots)
+        if not self.drafters or len(self.drafters) != len(self.builders):
+            raise CompositionError(f"a composition needs a builder for each drafter; got {len(self.drafters)} drafters "
+                                   f"and {len(self.builders)} builders")
+        check_fit(self)
 
     @property
-    def slots(self) -> tuple[Slot, Slot, Slot, Slot]:
-        return (self.drafter, self.builder, self.selector, self.verifier)
+    def drafter(self) -> Slot:
+        """The (first) drafter."""
+        return self.drafters[0]
+
+    @property
+    def builder(self) -> Slot:
+        """The (first) drafter's builder."""
+        return self.builders[0]
+
+    @property
+    def slots(self) -> tuple[Slot, ...]:
+        return (*self.drafters, *self.builders, self.selector, self.verifier)
 
     @property
     def label(self) -> str:
-        return "+".join(slot.name for slot in self.slots)
+        names = [" & ".join(slot.name for slot in group) for group in (self.drafters, self.builders)]
+        if len(self.drafters) > 1:
+            names = [f"({name})" for name in names]
+        return "+".join([*names, self.selector.name, self.verifier.name])
 
     @property
     def needs_cost_curve(self) -> bool:
         return any(slot.component.needs_cost_curve for slot in self.slots)
 
-    @property
-    def parts(self) -> tuple[Drafter, TreeBuilder, Selector, Verifier]:
-        """The components themselves, in step order."""
-        return tuple(slot.component for slot in self.slots)
 
-
-def check_fit(slots: tuple[Slot, ...]) -> None:
+def check_fit(composition: Composition) -> None:
     """Each component consumes only what a component before it in the step produces.
 
-    The drafter comes first, and consumes what the verifier produced on the step before.
+    A drafter comes first, and consumes what the verifier produced on the step before;
+    each builder reads its own drafter; the selector and verifier read what any drafter
+    and builder produced.
     """
-    drafter, *rest = slots
-    verifier = slots[-1]
-    for position, slot in enumerate(slots):
-        upstream = [verifier] if slot is drafter else list(slots[:position])
+    verifier = composition.verifier
+    upstreams = [(drafter, [verifier]) for drafter in composition.drafters]
+    upstreams += [(builder, [drafter]) for drafter, builder in zip(composition.drafters, composition.builders)]
+    ahead = [*composition.drafters, *composition.builders]
+    upstreams += [(composition.selector, ahead), (verifier, [*ahead, composition.selector])]
+    for slot, upstream in upstreams:
         available = set().union(*(s.component.produces for s in upstream))
         missing = set(slot.component.consumes) - available
         if missing:

@@ -11,9 +11,10 @@ import torch
 
 from specmix import contract
 from specmix.clock import StepClock
-from specmix.composition import Composition
+from specmix.composition import Composition, Slot
 from specmix.cost import CostCurve, cost_curve_for
 from specmix.errors import ConfigurationError, DecoderBusyError
+from specmix.mixing import Mix, Solo
 from specmix.settings import DecodeSettings
 from specmix.target import Target
 from specmix.text import Prompt, TextStream, encode
@@ -44,8 +45,9 @@ class Decoder:
         for slot in composition.slots:
             with slot.blame("attach"):
                 slot.component.attach(self.target)
-        self.layers = tuple(composition.drafter.component.hidden_layers)
+        self.layers = tuple(sorted({layer for slot in composition.drafters for layer in slot.component.hidden_layers}))
         self.target.check_layers(self.layers)
+        self._mix = Solo() if len(composition.drafters) == 1 else Mix(len(composition.drafters))
 
     @property
     def cost_curve(self) -> CostCurve:
@@ -88,16 +90,20 @@ class Decoder:
 
     def _steps(self, prompt: Prompt, settings: DecodeSettings, chat: bool | None) -> Iterator[Step]:
         run = _Run(self, self._check_prompt(encode(self.tokenizer, prompt, chat)), settings)
-        drafter, builder, selector, verifier = self.composition.slots
+        drafters, builders, selector, verifier = (self.composition.drafters, self.composition.builders,
+                                                  self.composition.selector, self.composition.verifier)
         self.target.reset()
-        with drafter.blame("start"):
-            drafter.component.start(run.prompt, self.target.prefill(run.prompt[:-1], self.layers))
+        hidden = self.target.prefill(run.prompt[:-1], self.layers)
+        for drafter in drafters:
+            with drafter.blame("start"):
+                drafter.component.start(run.prompt, hidden)
+        self._mix.start()
         for index in itertools.count():
             ctx, clock = run.context(index), StepClock()
-            with clock("draft"), drafter.blame("propose"):
-                proposal = contract.checked_proposal(drafter, drafter.component.propose(ctx), ctx)
-            with clock("build"), builder.blame("build"):
-                tree = contract.checked_tree(builder, builder.component.build(proposal, ctx), ctx)
+            with clock("draft"):
+                proposals = [_proposed(drafter, ctx) for drafter in drafters]
+            with clock("build"):
+                tree, proposal = self._mix.merge([_built(b, p, ctx) for b, p in zip(builders, proposals)], proposals, ctx)
             with clock("select"), selector.blame("select"):
                 tree = contract.checked_tree(selector, selector.component.select(tree, proposal, ctx), ctx)
             verified = run.riders_in_context(proposal)
@@ -107,9 +113,11 @@ class Decoder:
             committed, reason = run.commit(verdict)
             if reason is None:
                 contract.check_cache(verifier, self.target, run.tokens, new=len(verdict.path) + 1)
-            with clock("observe"), drafter.blame("observe"):
-                drafter.component.observe(verdict, ctx)
-            yield run.step(committed, reason, _stats(index, verified, verdict, committed, clock))
+            with clock("observe"):
+                for drafter, view in zip(drafters, self._mix.share(verdict)):
+                    with drafter.blame("observe"):
+                        drafter.component.observe(view, ctx)
+            yield run.step(committed, reason, _stats(index, verified, verdict, committed, clock, self._mix.credit(verdict)))
             if reason:
                 return
 
@@ -132,9 +140,21 @@ class Decoder:
         return ids
 
 
-def _stats(index: int, proposal: Proposal, verdict: Verdict, committed: tuple[int, ...], clock: StepClock) -> StepStats:
+def _proposed(drafter: Slot, ctx: StepContext) -> Proposal:
+    with drafter.blame("propose"):
+        return contract.checked_proposal(drafter, drafter.component.propose(ctx), ctx)
+
+
+def _built(builder: Slot, proposal: Proposal, ctx: StepContext):
+    with builder.blame("build"):
+        return contract.checked_tree(builder, builder.component.build(proposal, ctx), ctx)
+
+
+def _stats(index: int, proposal: Proposal, verdict: Verdict, committed: tuple[int, ...], clock: StepClock,
+           credit: tuple[int, ...]) -> StepStats:
     return StepStats(step=index, tree_size=verdict.tree.size, riders=proposal.rider_count, accepted=len(verdict.path),
-                     committed=len(committed), **{f"{part}_s": seconds for part, seconds in clock.seconds.items()})
+                     committed=len(committed), accepted_from=credit,
+                     **{f"{part}_s": seconds for part, seconds in clock.seconds.items()})
 
 
 class _Run:

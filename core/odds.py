@@ -51,11 +51,15 @@ class ContinuationOdds:
     def logprob(self, key: Hashable) -> float:
         return math.log(self.probability(key))
 
+    def count(self, key: Hashable, continued: bool) -> None:
+        """One observation under ``key``: the target went on (or not)."""
+        counts = self.counts[key]
+        counts[0] = counts[0] * self.keep + continued
+        counts[1] = counts[1] * self.keep + 1
+
     def record(self, verdict: Verdict, key: Callable[[int], Hashable]) -> None:
         """Count the reached nodes of ``verdict.tree`` that had children, under ``key(node)``."""
         reached = (0, *verdict.path)
         for position, node in enumerate(reached):
             if verdict.tree.children[node]:
-                counts = self.counts[key(node)]
-                counts[0] = counts[0] * self.keep + (position + 1 < len(reached))
-                counts[1] = counts[1] * self.keep + 1
+                self.count(key(node), position + 1 < len(reached))

@@ -66,6 +66,20 @@ class _Refused(Exception):
     """A registration a plugin made that cannot be accepted; the message says what it registered."""
 
 
+def _route(kind: str, names: list[str], options: dict) -> list[tuple[str, dict]]:
+    """Each component's options: all of them for a lone one; ``NAME.key`` ones for a component among several."""
+    if len(names) == 1:
+        return [(names[0], options)]
+    routed = {name: {} for name in names}
+    for key, value in options.items():
+        name, dot, option = key.partition(".")
+        if not dot or name not in routed:
+            raise ConfigurationError(f"{kind} option {key!r}: with several {kind}s ({', '.join(names)}), name the one it "
+                                     f"is for, e.g. {kind}.{names[0]}.{key.split('.')[-1]}=...")
+        routed[name][option] = value
+    return [(name, routed[name]) for name in names]
+
+
 class Registry:
     """Every registered component and method, by kind and name.
 
@@ -228,7 +242,12 @@ class Registry:
         verifier: str | None = None,
         options: Mapping[str, Mapping] | None = None,
     ) -> Composition:
-        """Resolve a method and/or explicit components (explicit ones win) and check that they fit."""
+        """Resolve a method and/or explicit components (explicit ones win) and check that they fit.
+
+        ``drafter="ngram+diffusion"`` mixes drafters, with ``builder`` naming one builder for
+        each (``"drafted+best-first"``) or one for all; an option for one of several
+        components names it first: ``{"drafter": {"ngram.max_ngram": 4}}``.
+        """
         chosen = {"drafter": drafter, "builder": builder, "selector": selector, "verifier": verifier}
         merged: dict[str, dict] = {kind: {} for kind in KINDS}
         if method is not None:
@@ -244,8 +263,17 @@ class Registry:
         missing = [kind for kind in KINDS if chosen[kind] is None]
         if missing:
             raise ConfigurationError(f"no {' or '.join(missing)} chosen: give a method or name each component")
-        slots = {kind: self.create(kind, chosen[kind], merged[kind]) for kind in KINDS}
-        return Composition(**slots)
+        names = {kind: chosen[kind].split("+") for kind in KINDS}
+        if len(names["builder"]) == 1:
+            names["builder"] = names["builder"] * len(names["drafter"])
+        for kind in ("selector", "verifier"):
+            if len(names[kind]) > 1:
+                raise ConfigurationError(f"a composition has one {kind}, not {chosen[kind]!r}")
+        if len(set(names["drafter"])) < len(names["drafter"]):
+            raise ConfigurationError(f"drafters {chosen['drafter']!r}: each drafter may appear once in a mix")
+        slots = {kind: [self.create(kind, name, options) for name, options in _route(kind, names[kind], merged[kind])]
+                 for kind in KINDS}
+        return Composition(slots["drafter"], slots["builder"], slots["selector"][0], slots["verifier"][0])
 
     def compositions(self, options: Mapping[str, Mapping] | None = None, **fixed: str) -> Iterator[Composition]:
         """Every combination of registered components that fits; ``fixed`` pins kinds by name.

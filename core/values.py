@@ -173,7 +173,8 @@ class StepContext:
 @attrs.frozen(kw_only=True)
 class StepStats:
     """Counts and wall-clock seconds of one decoding step: the tree verified, the riders beside
-    it, the drafted tokens accepted, the tokens committed, and the time each call took."""
+    it, the drafted tokens accepted (and which drafter proposed them), the tokens committed,
+    and the time each call took ("build" includes merging the trees of several drafters)."""
 
     step: int
     tree_size: int
@@ -185,6 +186,8 @@ class StepStats:
     select_s: float
     verify_s: float
     observe_s: float
+    accepted_from: tuple[int, ...] = ()
+    """Per drafter of the composition, how many of the accepted nodes it had proposed."""
 
 
 @attrs.frozen

@@ -41,11 +41,11 @@ def test_every_hook_is_documented_and_registers_something():
     specs = [name for name, _ in inspect.getmembers(hookspecs, inspect.isfunction) if name.startswith("register_")]
     assert sorted(specs) == sorted(
         ["register_drafters", "register_tree_builders", "register_selectors", "register_verifiers", "register_methods",
-         "register_trainers"]
+         "register_trainers", "register_baselines"]
     )
     for name in specs:
         assert getattr(hookspecs, name).__doc__, f"hook {name} has no docstring"
-    assert all(registry.names(kind) for kind in (*BUILTINS, "trainer"))
+    assert all(registry.names(kind) for kind in (*BUILTINS, "trainer", "baseline"))
 
 
 def test_unknown_names_suggest_the_closest_installed_one():

@@ -24,13 +24,21 @@ def kit_registry(extra_plugins: Iterable[object] = ()) -> Registry:
 
 
 def make_decoder(registry: Registry, names: Mapping[str, str], model, seed: int, options=None) -> Decoder:
-    """A decoder for ``names`` with each component's ``test_options`` under ``options``;
-    kit drafters get ``seed`` and the model as their oracle."""
-    merged = {kind: dict(getattr(registry.get(kind, name).factory, "test_options", {})) for kind, name in names.items()}
+    """A decoder for ``names`` (``"a+b"`` mixes drafters) with each component's ``test_options`` under
+    ``options``; kit drafters get ``seed`` and the model as their oracle."""
+    merged: dict[str, dict] = {}
+    kit: dict[str, object] = {}
+    for kind, joined in names.items():
+        parts = joined.split("+")
+        for name in parts:
+            prefix = f"{name}." if len(parts) > 1 else ""
+            defaults = getattr(registry.get(kind, name).factory, "test_options", {})
+            merged.setdefault(kind, {}).update({prefix + key: value for key, value in defaults.items()})
+            if kind == "drafter" and name in KIT_DRAFTERS:
+                kit.update({prefix + "seed": seed, prefix + "oracle": model})
     for kind, value in (options or {}).items():
         merged.setdefault(kind, {}).update(value)
-    if names["drafter"] in KIT_DRAFTERS:
-        merged.setdefault("drafter", {}).update(seed=seed, oracle=model)
+    merged.setdefault("drafter", {}).update(kit)
     return Decoder(model, registry.compose(options=merged, **names), cost_curve=CURVE, static=kit_static())
 
 
@@ -107,9 +115,9 @@ def check_sampling_distribution(registry: Registry, names: Mapping[str, str], se
     # One decoder for every sample, as a user's would be: drafters keep no state past start();
     # the kit's drafters draw their random trees from a new seed each time.
     decoder = make_decoder(registry, names, model, 0, options)
-    drafter = decoder.composition.drafter.component
+    kit = [slot.component for slot in decoder.composition.drafters if isinstance(slot.component, KitDrafter)]
     for seed in range(samples):
-        if isinstance(drafter, KitDrafter):
+        for drafter in kit:
             drafter.seed = seed
         counts[decoder.generate(prompt, attrs.evolve(run, seed=seed)).tokens] += 1
     p_value = chi_square_p_value(counts, exact, samples)

@@ -24,7 +24,9 @@ class ConformanceSuite:
     by name (None: every registered one); ``options`` gives options per kind;
     ``extra_plugins`` are plugin objects to register for the suite; ``sampling_samples``
     is the sample count of each chi-square test. The ``specmix`` pytest plugin
-    parametrises ``composition`` with every fitting composition.
+    parametrises ``composition`` with every fitting composition. ``mixes`` lists compositions of
+    several drafters to check (``{"drafter": "a+b", "builder": "drafted+chain", ...}``); a
+    suite that pins nothing and lists mixes checks those alone.
     """
 
     drafter: str | None = None
@@ -32,6 +34,7 @@ class ConformanceSuite:
     selector: str | None = None
     verifier: str | None = None
     options: Mapping[str, Mapping] = {}
+    mixes: tuple[Mapping[str, str], ...] = ()
     extra_plugins: tuple = ()
     sampling_samples: int = 800
 
@@ -42,10 +45,10 @@ class ConformanceSuite:
     @classmethod
     def composition_names(cls) -> list[dict[str, str]]:
         pinned = {kind: getattr(cls, kind) for kind in ("drafter", "builder", "selector", "verifier")}
-        return [
-            {slot.kind: slot.name for slot in composition.slots}
-            for composition in cls.registry().compositions(options=cls.options, **pinned)
-        ]
+        registry = cls.registry()
+        singles = [] if cls.mixes and not any(pinned.values()) else list(registry.compositions(options=cls.options, **pinned))
+        return [_names(composition) for composition in singles] + [dict(names) for names in cls.mixes]
+
 
     @given(case=greedy_cases())
     @kit_settings()
@@ -57,3 +60,9 @@ class ConformanceSuite:
             check_sampling_distribution(self.registry(), composition, settings,
                                         samples=self.sampling_samples, family=("llama", "qwen3")[index % 2],
                                         options=self.options)
+
+
+def _names(composition) -> dict[str, str]:
+    join = lambda slots: "+".join(slot.name for slot in slots)  # noqa: E731
+    return {"drafter": join(composition.drafters), "builder": join(composition.builders),
+            "selector": composition.selector.name, "verifier": composition.verifier.name}

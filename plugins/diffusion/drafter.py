@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from specmix import Capability, ConfigurationError, Drafter, Marginals, Proposal
+from specmix.odds import ContinuationOdds
 from specmix.plugins.diffusion import formats
 from specmix.plugins.diffusion.dflash_net import DFlashNet
 from specmix.plugins.diffusion.network import BlockDrafter, DrafterConfig, head_over, tapped_layers
@@ -41,6 +42,9 @@ class DiffusionDrafter(Drafter):
       alone), so by default DFlash checkpoints do not, and specmix's, trained for it, do.
     - ``random_layers``: build an untrained drafter of that many layers instead
       (losslessness never depends on the drafter, so tests use it); ``seed`` for it.
+    - ``adaptive_block``: draft only as many positions as have recently been worth it
+      (each accepted, once reached, at least ``min_gain`` of the time, with some optimism
+      so that positions are retried), and skip the pass when not even the first is.
 
     The LM head over the block is most of a drafting pass's cost (15 positions × the whole
     vocabulary). When the weights directory lists its training responses' tokens
@@ -55,13 +59,15 @@ class DiffusionDrafter(Drafter):
 
     def __init__(self, weights: str | None = None, arch: str | None = None, top_k: int = 8, block_size: int | None = None,
                  vocab: int | None = 8192, draft_after_prompt: bool | None = None, random_layers: int | None = None,
-                 seed: int = 0):
+                 seed: int = 0, adaptive_block: bool = False, min_gain: float = 0.05):
         if top_k < 1 or (block_size is not None and block_size < 2) or (vocab is not None and vocab < 1):
             raise ConfigurationError("top_k and vocab must be >= 1 and block_size >= 2")
         if arch is not None and arch not in ARCHS:
             raise ConfigurationError(f"arch must be one of {', '.join(ARCHS)}, not {arch!r}")
         self.weights, self.arch, self.top_k, self.block_size, self.vocab = weights, arch, top_k, block_size, vocab
         self.draft_after_prompt, self.random_layers, self.seed = draft_after_prompt, random_layers, seed
+        self.reach = ContinuationOdds(prior=0.5, explore=1.0, memory=64) if adaptive_block else None
+        self.min_gain = min_gain
 
     def attach(self, target):
         model = target.model
@@ -132,7 +138,20 @@ class DiffusionDrafter(Drafter):
     @torch.no_grad()
     def start(self, prompt, hidden):
         self.context, self.length = self.net.empty_context(self.head.weight.device, self.head.weight.dtype), 0
+        self.drafted = None
+        if self.reach is not None:
+            self.reach.reset()
         self._append(hidden)
+
+    def _worth(self, size: int) -> int:
+        """The block size worth drafting: positions kept while the chance of reaching them stays above ``min_gain``."""
+        chance, kept = 1.0, 1
+        while kept < size:
+            chance *= self.reach.probability(kept)
+            if chance < self.min_gain:
+                break
+            kept += 1
+        return kept
 
     def _nothing(self, ctx) -> Proposal:
         width = self.width
@@ -143,7 +162,10 @@ class DiffusionDrafter(Drafter):
     @torch.no_grad()
     def propose(self, ctx):
         size = min(self.block, ctx.max_depth + 1)
-        if size < 2 or (ctx.step == 0 and not self.after_prompt):  # no room left, or not drafting yet
+        if self.reach is not None:
+            size = self._worth(size)
+        self.drafted = None
+        if size < 2 or (ctx.step == 0 and not self.after_prompt):  # no room left, not worth it, or not drafting yet
             return self._nothing(ctx)
         first = ctx.tokens[-1:].to(self.head.weight.device)
         block = self.net.block_inputs(self.embed, first, size)
@@ -154,9 +176,20 @@ class DiffusionDrafter(Drafter):
         top = logprobs.topk(min(self.width, logprobs.shape[-1]), dim=-1)
         ids = top.indices if self.draft_ids is None else self.draft_ids[top.indices]
         transitions = None if self.selector is None else self.selector.transitions(hidden, first, ids).double().cpu()
+        self.drafted = ids.cpu()
         return Proposal(marginals=Marginals(ids=ids.cpu(), logprobs=top.values.double().cpu(), vocab_size=ctx.vocab_size,
                                             transitions=transitions), features=hidden)
 
     @torch.no_grad()
     def observe(self, verdict, ctx):
         self._append(verdict.hidden)
+        if self.reach is not None and self.drafted is not None:
+            self._learn_reach(verdict.tokens)
+
+    def _learn_reach(self, accepted: tuple[int, ...]) -> None:
+        """Per drafted position, whether the target went on through one of its candidates, given it got there."""
+        for position in range(self.drafted.shape[0]):
+            hit = position < len(accepted) and accepted[position] in self.drafted[position].tolist()
+            self.reach.count(position, hit)
+            if not hit:
+                break

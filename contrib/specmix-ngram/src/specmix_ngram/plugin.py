@@ -1,4 +1,4 @@
-"""Entry point ``ngram`` in group ``specmix``: the drafter and the ``ngram`` method."""
+"""Entry point ``ngram`` in group ``specmix``: the drafter, the ``ngram`` method, and ``mix``, which adds it to specmix's own."""
 
 from specmix import Method, hookimpl
 from specmix_ngram.drafter import NgramDrafter
@@ -18,4 +18,14 @@ def register_methods(register):
         selector="budget",
         verifier="tree",
         description="A trie of every continuation of the current n-gram in the context, cut by the cost curve.",
+    ))
+    register(Method(
+        name="mix",
+        drafter="ngram+diffusion+ptd",
+        builder="drafted+best-first+drafted",
+        selector="budget",
+        verifier="tree",
+        options={"drafter": {"diffusion.adaptive_block": True}, "builder": {"best-first.nodes": 8}},
+        description="Lookup where the text repeats, the diffusion drafter's first positions where it does not, PTD's "
+                    "pool where the model repeats itself: one tree, calibrated per drafter, cut by the cost curve.",
     ))

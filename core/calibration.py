@@ -1,0 +1,43 @@
+"""One scale for every drafter: how often the target accepts a node a drafter scored at probability p.
+
+Drafters' scores are not comparable as they are (a lookup's counts, a network's softmax,
+a pool's shares), so a mix compares them after calibration: per drafter, per depth (1, 2,
+3 or deeper) and per band of claimed probability, the share of such nodes the target
+took when it reached their parent. Each band starts from its own claim (a Beta prior worth
+two observations), keeps about ``memory`` recent observations, and adds ``explore``
+standard deviations of optimism, so that no drafter is written off after a bad stretch.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import defaultdict
+
+EDGES = (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.85)
+"""Upper edges of the bands of claimed probability (the last band runs to 1)."""
+
+
+class Calibration:
+    def __init__(self, memory: float = 256.0, explore: float = 1.0, weight: float = 2.0):
+        self.keep, self.explore, self.weight = 1.0 - 1.0 / memory, explore, weight
+        self.reset()
+
+    def reset(self) -> None:
+        self.counts: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0])  # key -> [accepted, tried]
+
+    @staticmethod
+    def _key(drafter: int, depth: int, claimed: float) -> tuple[int, int, int]:
+        return drafter, min(depth, 3), bisect.bisect_left(EDGES, claimed)
+
+    def estimate(self, drafter: int, depth: int, claimed: float) -> float:
+        """The calibrated chance that a node ``drafter`` claims ``claimed`` for, at ``depth``, is accepted once reached."""
+        accepted, tried = self.counts[self._key(drafter, depth, claimed)]
+        seen = tried + self.weight
+        mean = (accepted + claimed * self.weight) / seen
+        return min(1.0, max(1e-6, mean + self.explore * math.sqrt(mean * (1 - mean) / (seen + 1))))
+
+    def record(self, drafter: int, depth: int, claimed: float, accepted: bool) -> None:
+        counts = self.counts[self._key(drafter, depth, claimed)]
+        counts[0] = counts[0] * self.keep + accepted
+        counts[1] = counts[1] * self.keep + 1

@@ -1,0 +1,139 @@
+"""Several drafters in one step: their trees merged into one, their riders side by side, each verdict shared.
+
+With one drafter the step is the drafter's own (:class:`Solo` hands everything through).
+With several, :class:`Mix` unites their candidate trees as a trie: a node any of them
+proposed is in it once, scored by the best calibrated estimate among those that proposed
+it (:mod:`specmix.calibration`), and remembered as theirs. Riders of in-pass drafters ride
+in the same forward, each drafter's seeing only its own and the root. After verification
+every drafter observes the verdict, with its own riders' logits, and the calibration
+learns which of its claims the target took.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import attrs
+import torch
+
+from specmix.calibration import Calibration
+from specmix.tree import TokenTree
+from specmix.values import Proposal, Riders, StepContext, Verdict
+
+
+class Solo:
+    """One drafter: its tree and proposal as they are."""
+
+    def start(self) -> None:
+        pass
+
+    def merge(self, trees: Sequence[TokenTree], proposals: Sequence[Proposal], ctx: StepContext):
+        return trees[0], proposals[0]
+
+    def share(self, verdict: Verdict) -> list[Verdict]:
+        return [verdict]
+
+    def credit(self, verdict: Verdict) -> tuple[int, ...]:
+        return (len(verdict.path),)
+
+
+def _conditional(tree: TokenTree) -> list[float]:
+    """Each node's probability given its parent, as its drafter claims it (an even share of half where it does not)."""
+    if tree.logprobs is not None:
+        return [math.exp(v) for v in tree.logprobs.tolist()]
+    return [1.0] + [0.5 / len(tree.children[tree.parent_list[i]]) for i in range(1, tree.size)]
+
+
+def combined_riders(proposals: Sequence[Proposal]) -> tuple[Riders | None, list[int]]:
+    """The riders of every proposal side by side (each set sees the root and itself), and where each set begins."""
+    parts = [p.riders for p in proposals]
+    present = [r for r in parts if r is not None]
+    starts, total = [], 0
+    for riders in parts:
+        starts.append(total)
+        total += 0 if riders is None else riders.count
+    if not present:
+        return None, starts
+    visible = torch.zeros(total, total + 1, dtype=torch.bool)
+    for riders, start in zip(parts, starts):
+        if riders is not None and riders.count:
+            end = start + riders.count
+            visible[start:end, 0] = riders.visible[:, 0]
+            visible[start:end, 1 + start:1 + end] = riders.visible[:, 1:]
+    return Riders(tokens=torch.cat([r.tokens for r in present]), offsets=torch.cat([r.offsets for r in present]),
+                  visible=visible), starts
+
+
+class Mix:
+    """Several drafters: one merged tree, calibrated scores, riders side by side, one verdict each."""
+
+    def __init__(self, drafters: int, calibration: Calibration | None = None):
+        self.drafters = drafters
+        self.calibration = calibration or Calibration()
+
+    def start(self) -> None:
+        self.calibration.reset()
+
+    def merge(self, trees: Sequence[TokenTree], proposals: Sequence[Proposal], ctx: StepContext):
+        tokens, parents, index = [ctx.root], [-1], {}
+        claims: list[dict[int, float]] = [{}]
+        for source, tree in enumerate(trees):
+            probabilities, mapped = _conditional(tree), [0]
+            for node in range(1, tree.size):
+                key = (mapped[tree.parent_list[node]], tree.token_list[node])
+                if key not in index:
+                    index[key] = len(tokens)
+                    tokens.append(tree.token_list[node])
+                    parents.append(key[0])
+                    claims.append({})
+                merged = index[key]
+                mapped.append(merged)
+                claims[merged][source] = max(claims[merged].get(source, 0.0), probabilities[node])
+        depths = [0] * len(tokens)
+        for node in range(1, len(tokens)):
+            depths[node] = depths[parents[node]] + 1
+        scores = [0.0] + [math.log(max(self.calibration.estimate(s, depths[n], p) for s, p in claims[n].items()))
+                          for n in range(1, len(tokens))]
+        self.claims, self.depths, self.index = claims, depths, index
+        riders, self.rider_starts = combined_riders(proposals)
+        self.rider_counts = [0 if p.riders is None else p.riders.count for p in proposals]
+        first = {field: next((getattr(p, field) for p in proposals if getattr(p, field) is not None), None)
+                 for field in ("marginals", "features")}
+        tree = TokenTree(tokens=tokens, parents=parents, vocab_size=ctx.vocab_size, logprobs=scores)
+        return tree, Proposal(tree=tree, riders=riders, **first)
+
+    def share(self, verdict: Verdict) -> list[Verdict]:
+        """The verdict as each drafter sees it (with its own riders' logits); the calibration learns from it."""
+        self._learn(verdict)
+        views = []
+        for start, count in zip(self.rider_starts, self.rider_counts):
+            logits = None if verdict.rider_logits is None or not count else verdict.rider_logits[start:start + count]
+            views.append(attrs.evolve(verdict, rider_logits=logits) if logits is not None or count else verdict)
+        return views
+
+    def _merged(self, tree: TokenTree) -> list[int]:
+        """The merged node each node of ``tree`` is: the selector and the room left keep a subtree of the merge."""
+        mapped = [0]
+        for node in range(1, tree.size):
+            mapped.append(self.index[(mapped[tree.parent_list[node]], tree.token_list[node])])
+        return mapped
+
+    def _learn(self, verdict: Verdict) -> None:
+        """Every verified node whose parent the walk reached: accepted if the walk went on through it."""
+        tree, reached = verdict.tree, {0, *verdict.path}
+        mapped = self._merged(tree)
+        for node in range(1, tree.size):
+            if tree.parent_list[node] in reached:
+                merged = mapped[node]
+                for source, claimed in self.claims[merged].items():
+                    self.calibration.record(source, self.depths[merged], claimed, node in reached)
+
+    def credit(self, verdict: Verdict) -> tuple[int, ...]:
+        """Per drafter, how many of the accepted nodes it had proposed."""
+        counts = [0] * self.drafters
+        mapped = self._merged(verdict.tree)
+        for node in verdict.path:
+            for source in self.claims[mapped[node]]:
+                counts[source] += 1
+        return tuple(counts)
