@@ -51,6 +51,13 @@ class ContinuationOdds:
     def logprob(self, key: Hashable) -> float:
         return math.log(self.probability(key))
 
+    def fade(self) -> None:
+        """Let every key's evidence fade by one observation's worth with no new one (a step spent not drafting),
+        so that a drafter that stopped gets tried again in time."""
+        for counts in self.counts.values():
+            counts[0] *= self.keep
+            counts[1] *= self.keep
+
     def count(self, key: Hashable, continued: bool) -> None:
         """One observation under ``key``: the target went on (or not)."""
         counts = self.counts[key]

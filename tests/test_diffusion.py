@@ -70,3 +70,19 @@ def test_a_listed_vocabulary_limits_what_is_drafted_but_not_what_is_decoded(regi
         drafted[vocab] = seen
     assert drafted[3] == {7, 3, 11} and len(drafted[None]) > 3
     assert outputs[3] == outputs[None] == tuple(reference_greedy(model, [3, 4, 5, 6], settings))
+
+
+def test_an_adaptive_block_shrinks_to_nothing_when_the_drafter_is_never_right_and_stays_exact(registry):
+    model = tiny_model("llama")
+    decoder = make_decoder(registry, dict(NAMES, selector="all"), model, seed=0,
+                           options={"drafter": {"adaptive_block": True, "min_gain": 0.3, "top_k": 1}})
+    settings = DecodeSettings(max_new_tokens=60, stop_ids=())
+    generation = decoder.generate([3, 4, 5, 6], settings)
+    assert list(generation.tokens) == reference_greedy(model, [3, 4, 5, 6], settings)
+    sizes = [step.tree_size for step in generation.steps]
+    later = sizes[len(sizes) // 2:]
+    assert sizes[0] > 2 and sum(size == 1 for size in later) >= 0.8 * len(later)  # a random drafter soon stops drafting
+    drafter = decoder.composition.drafter.component
+    for _ in range(200):  # steps spent not drafting let the evidence fade, and the drafter is tried again
+        drafter.reach.fade()
+    assert drafter._worth(16) > 1

@@ -147,7 +147,7 @@ class DiffusionDrafter(Drafter):
         """The block size worth drafting: positions kept while the chance of reaching them stays above ``min_gain``."""
         chance, kept = 1.0, 1
         while kept < size:
-            chance *= self.reach.probability(kept)
+            chance *= self.reach.probability(kept - 1)  # position kept - 1 of the block's drafted ones
             if chance < self.min_gain:
                 break
             kept += 1
@@ -164,6 +164,8 @@ class DiffusionDrafter(Drafter):
         size = min(self.block, ctx.max_depth + 1)
         if self.reach is not None:
             size = self._worth(size)
+            if size < 2:
+                self.reach.fade()
         self.drafted = None
         if size < 2 or (ctx.step == 0 and not self.after_prompt):  # no room left, not worth it, or not drafting yet
             return self._nothing(ctx)
