@@ -4,6 +4,7 @@ Drafters here are built by the reference classes, with random weights, and saved
 ``save_pretrained``; targets are tiny random Qwen3 and Llama models in fp64.
 """
 
+import contextlib
 import json
 import os
 
@@ -134,13 +135,37 @@ def test_greedy_dflash_commits_what_the_reference_commits_step_by_step(reference
         decoder = make_decoder(_registry(), method, target, seed=0,
                                options={"drafter": {"weights": str(directory), "random_layers": None}})
         settings = DecodeSettings(max_new_tokens=40, stop_ids=() if stops is None else tuple(stops))
-        generation = decoder.generate(prompt, settings)
-        tokens, committed = _reference_steps(reference, draft, target, prompt, 40, stops)
+        with _drafted_blocks(reference) as (ours, theirs):
+            generation = decoder.generate(prompt, settings)
+            tokens, committed = _reference_steps(reference, draft, target, prompt, 40, stops)
         assert list(generation.tokens) == tokens == reference_greedy(target, prompt, settings)
         assert [step.committed for step in generation.steps] == committed
+        # Block by block the same hidden states, to the end of the output where blocks get shorter; the
+        # reference may draft once more at the very end, where a draft could not add a token.
+        assert len(theirs) - 1 <= len(ours) <= len(theirs)
+        for mine, reference_block in zip(ours, theirs):
+            assert mine.shape == reference_block.shape and torch.allclose(mine, reference_block, atol=1e-9, rtol=0)
         accepted += sum(step.accepted for step in generation.steps)
     if kind == "dflash-trained":
         assert accepted >= 5, "a drafter trained on the target's text should be right at times"
+
+
+@contextlib.contextmanager
+def _drafted_blocks(reference):
+    """The hidden states of each block drafted by our network and by the reference's, past the root."""
+    ours, theirs = [], []
+
+    def record(module, args, output):
+        if isinstance(module, DFlashNet):
+            ours.append(output[1:].detach().clone())
+        elif isinstance(module, reference.DFlashDraftModel):
+            theirs.append(output[0, 1:].detach().clone())
+
+    handle = torch.nn.modules.module.register_module_forward_hook(record)
+    try:
+        yield ours, theirs
+    finally:
+        handle.remove()
 
 
 def _registry():

@@ -161,18 +161,20 @@ class DiffusionDrafter(Drafter):
 
     @torch.no_grad()
     def propose(self, ctx):
-        size = min(self.block, ctx.max_depth + 1)
+        # The block runs one position past what the output has room to accept, as the DFlash authors' does:
+        # a shorter block of masks would draft other tokens. The extra position is drafted, not proposed.
+        size = min(self.block, ctx.max_depth + 2)
         if self.reach is not None:
             size = self._worth(size)
             if size < 2:
                 self.reach.fade()
         self.drafted = None
-        if size < 2 or (ctx.step == 0 and not self.after_prompt):  # no room left, not worth it, or not drafting yet
+        if size < 2 or ctx.max_depth == 0 or (ctx.step == 0 and not self.after_prompt):  # no room, no gain, not yet
             return self._nothing(ctx)
         first = ctx.tokens[-1:].to(self.head.weight.device)
         block = self.net.block_inputs(self.embed, first, size)
         positions = torch.arange(self.length, self.length + size, device=block.device)
-        hidden = self.net(block, positions, self.context)[1:]
+        hidden = self.net(block, positions, self.context)[1 : 1 + ctx.max_depth]
         logits = self.net.logits(hidden, self.draft_head)
         logprobs = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
         top = logprobs.topk(min(self.width, logprobs.shape[-1]), dim=-1)
