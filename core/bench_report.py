@@ -30,6 +30,8 @@ class Run:
     """Seconds spent drafting, building and selecting trees, over all steps."""
     accepted_from: dict[str, int] | None = None
     """For a mix of drafters: how many accepted tokens each drafter had proposed (a token may count for several)."""
+    carried: dict[str, dict] | None = None
+    """Per drafter that remembers earlier generations, what it held when this prompt ran (:meth:`Drafter.carried`)."""
 
 
 def _summary(runs: Sequence[Run], references: Sequence[Run] | None, hf_rate: float | None, greedy: bool) -> dict:
@@ -66,8 +68,14 @@ def _step_profile(runs: Sequence[Run]) -> dict:
         for name, count in (run.accepted_from or {}).items():
             credits[name] = credits.get(name, 0) + count
     total = max(sum(credits.values()), 1)
+    carried: dict[str, dict[str, list]] = {}  # drafter -> what it held -> per prompt, in run order
+    for run in recorded:
+        for name, held in (run.carried or {}).items():
+            for key, value in held.items():
+                carried.setdefault(name, {}).setdefault(key, []).append(value)
     return {
         **({"accepted_from_share": {name: count / total for name, count in credits.items()}} if credits else {}),
+        **({"carried": carried} if carried else {}),
         "profiled_runs": len(recorded),
         "accepted_at_least": [sum(a >= k for a in accepted) / steps for k in range(1, max(accepted, default=0) + 1)],
         "verified_per_step": sum(verified) / steps,
@@ -143,6 +151,13 @@ def markdown(report: dict) -> str:
             lines += ["", "Which drafter proposed the accepted tokens (a token two drafters proposed counts for both):", ""]
             lines += [f"- {name}: " + ", ".join(f"{drafter} {share:.0%}" for drafter, share in shares.items())
                       for name, shares in mixes.items()]
+        memories = {name: row["carried"] for name, row in profiled.items() if "carried" in row}
+        if memories:
+            lines += ["", "What drafters remembered from earlier generations when each prompt ran (first, mean and "
+                      "last prompt of the run):", ""]
+            lines += [f"- {name}, {drafter}: " + ", ".join(f"{key} {values[0]}/{sum(values) / len(values):.0f}/{values[-1]}"
+                                                          for key, values in held.items())
+                      for name, drafters in memories.items() for drafter, held in drafters.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -53,7 +53,8 @@ class Drafter(Component):
     token) is in the cache; ``propose`` then runs once per step and ``observe`` receives
     that step's verdict once it is committed. A drafter must never assume its proposal
     was accepted, must not draw from ``ctx.generator``, and must keep no state that
-    outlives ``start``.
+    outlives ``start`` except a memory of earlier generations (a cross-request cache),
+    which ``carried`` then describes.
 
     In-pass drafters put tokens in ``Proposal.riders`` and read ``Verdict.rider_logits``;
     feature-conditioned drafters list target layers in ``hidden_layers`` and read
@@ -70,6 +71,14 @@ class Drafter(Component):
 
     def observe(self, verdict: Verdict, ctx: StepContext) -> None:
         """Learn from the step's verdict. ``ctx`` is the context the step was proposed in."""
+
+    def carried(self) -> dict | None:
+        """What this generation can draw from earlier ones (say, outputs and tokens remembered), or None if nothing.
+
+        The benchmark records it with every run, so a reader sees what a cross-request
+        cache held when each prompt ran.
+        """
+        return None
 
 
 class TreeBuilder(Component):

@@ -61,6 +61,23 @@ def test_per_step_counts_give_acceptance_by_depth_and_the_drafting_share(journal
     assert "over the" not in table
 
 
+def test_a_mix_reports_each_drafters_share_and_what_a_memory_held(journal):
+    path = journal.with_suffix(".runs.jsonl")
+    header, *finished = [json.loads(line) for line in path.read_text().splitlines()]
+    for line, held in zip(finished, [0, 300]):
+        line["runs"]["vanilla"].update({"accepted": [1, 1], "verified": [4, 4], "draft_s": 0.1,
+                                        "accepted_from": {"ngram": 1, "ptd": 1},
+                                        "carried": {"ngram": {"outputs": held // 300, "tokens": held}}})
+    path.write_text("".join(json.dumps(line) + "\n" for line in [header, *finished]))
+
+    vanilla = report_journal(journal)["methods"]["vanilla"]
+    assert vanilla["accepted_from_share"] == {"ngram": 0.5, "ptd": 0.5}
+    assert vanilla["carried"] == {"ngram": {"outputs": [0, 1], "tokens": [0, 300]}}
+    table = journal.with_suffix(".md").read_text()
+    assert "- vanilla: ngram 50%, ptd 50%" in table
+    assert "- vanilla, ngram: outputs 0/0/1, tokens 0/150/300" in table
+
+
 def test_acceptance_by_depth_covers_only_the_prompts_that_recorded_steps(journal):
     path = journal.with_suffix(".runs.jsonl")
     header, first, second = [json.loads(line) for line in path.read_text().splitlines()]

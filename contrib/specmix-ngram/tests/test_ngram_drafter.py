@@ -1,8 +1,9 @@
 import pytest
 import torch
 
-from specmix import DecodeSettings, StepContext, TokenTree
+from specmix import ConfigurationError, DecodeSettings, StepContext, TokenTree
 from specmix_ngram import NgramDrafter
+from specmix_ngram.suffix_memory import SuffixMemory
 
 
 def _propose(drafter, tokens, vocab=50):
@@ -31,7 +32,7 @@ def test_calibrates_continuation_odds_from_verdicts():
     assert tree.cumulative_logprobs().exp()[1] == pytest.approx(0.5)
     # The target refused the first token: one failure for first tokens after a unigram match.
     drafter.observe(Verdict(tree=tree, path=(), bonus=7, logits=torch.zeros(tree.size, 50)), None)
-    assert drafter.odds.counts[(1, False)] == [0, 1]
+    assert drafter.odds.counts[("context", 1, False)] == [0, 1]
     assert _propose(drafter, [*context, 7]).size == 1  # 7 never occurred before
     drafter.observe(Verdict(tree=TokenTree.root_only(7, 50), path=(), bonus=1, logits=torch.zeros(1, 50)), None)
     again = _propose(drafter, [*context, 7, 1])
@@ -65,9 +66,67 @@ def test_a_long_match_is_a_class_of_its_own():
     context = text + [40] + text  # the whole text occurs again: agreement reaches the long-match class
     drafter.start(torch.tensor(context), {})
     _propose(drafter, context)
-    assert drafter.matched == 8
+    assert drafter.matched == ("context", 8)
     short = [30, 1, 2, 3, 31, 1, 2]
     drafter.start(torch.tensor(short), {})
     _propose(drafter, short)
-    assert drafter.matched == 2
+    assert drafter.matched == ("context", 2)
 
+
+
+class _Committed:
+    def __init__(self, *tokens):
+        self.committed = tokens
+
+
+def _answer(drafter, prompt, output):
+    """One generation of ``drafter``: ``prompt``, then ``output`` committed."""
+    drafter.start(torch.tensor(prompt), {})
+    drafter.observe(_Committed(*output), None)
+
+
+def test_a_later_generation_drafts_from_an_earlier_output():
+    drafter = NgramDrafter(max_ngram=2, depth=3)
+    _answer(drafter, [1, 2], [3, 4, 5, 6, 7])
+    drafter.start(torch.tensor([9, 3, 4]), {})
+    assert drafter.carried() == {"outputs": 1, "tokens": 5, "skipped_own": 0}
+    tree = _propose(drafter, [9, 3, 4])
+    assert tree.token_list[1:] == (5, 6, 7) and drafter.matched == ("earlier", 2)
+
+
+def test_the_context_wins_a_tie_and_earlier_outputs_fill_in():
+    drafter = NgramDrafter(max_ngram=1, depth=2)
+    _answer(drafter, [1], [8, 5, 6])
+    context = [8, 2, 8]
+    drafter.start(torch.tensor(context), {})
+    tree = _propose(drafter, context)
+    assert tree.token_list[tree.children[0][0]] == 2 and sorted(tree.token_list[c] for c in tree.children[0]) == [2, 5]
+    assert drafter.matched == ("context", 1)
+
+
+def test_a_prompt_never_drafts_from_its_own_earlier_answer():
+    drafter = NgramDrafter(max_ngram=2, depth=3)
+    _answer(drafter, [1, 2], [3, 4, 5, 6, 7])
+    drafter.start(torch.tensor([1, 2]), {})  # the same request again, as a benchmark's warm-up would be
+    assert drafter.carried() == {"outputs": 0, "tokens": 0, "skipped_own": 1}
+    assert _propose(drafter, [1, 2]).size == 1
+    drafter.observe(_Committed(3, 4), None)
+    assert _propose(drafter, [1, 2, 3, 4]).size == 1
+
+
+def test_the_memory_forgets_its_oldest_outputs_first():
+    memory = SuffixMemory(capacity=8, min_ngram=1, max_ngram=2)
+    memory.add((1,), [10, 11, 12, 13, 14])
+    memory.add((2,), [20, 21, 22, 23, 24])
+    assert memory.held((3,)) == {"outputs": 1, "tokens": 5, "skipped_own": 0}
+    assert memory.continuations([10, 11], (3,), depth=2, limit=4) == (0, 0, [])
+    assert memory.continuations([20, 21], (3,), depth=2, limit=4) == (2, 2, [[22, 23]])
+
+
+def test_remembering_can_be_turned_off_and_must_be_a_count():
+    drafter = NgramDrafter(remember=0)
+    _answer(drafter, [1, 2], [3, 4, 5])
+    drafter.start(torch.tensor([9, 3, 4]), {})
+    assert drafter.carried()["outputs"] == 0 and _propose(drafter, [9, 3, 4]).size == 1
+    with pytest.raises(ConfigurationError, match="remember"):
+        NgramDrafter(remember=-1)

@@ -1,4 +1,4 @@
-"""The n-gram trie drafter."""
+"""The n-gram trie drafter: matches in the context and in the target's earlier outputs."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from collections import defaultdict
 
 from specmix import Capability, ConfigurationError, Drafter, Proposal, TokenTree
 from specmix.odds import ContinuationOdds
+from specmix_ngram import matching
+from specmix_ngram.suffix_memory import SuffixMemory
 
 
 class NgramDrafter(Drafter):
@@ -26,25 +28,42 @@ class NgramDrafter(Drafter):
     (1, 2, 3, 4-7 or 8+ tokens), so a long match is tried on its own evidence. The
     estimate explores (``explore`` standard deviations of optimism, and a ``memory`` of
     about 64 observations per key), so early misses never switch lookup off for good.
+
+    Across generations the drafter remembers the target's outputs (up to ``remember``
+    tokens, oldest forgotten first; 0 for none), as SuffixDecoding's global tree does: when
+    an earlier output holds a longer match than the context, its continuations are
+    proposed instead (on a tie, after the context's), with odds of their own. An output is
+    never drafted from while its own prompt is being answered again.
     """
 
     produces = frozenset({Capability.TREE})
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1, depth: int = 10, max_matches: int = 8,
-                 prior: float = 0.5, prior_weight: float = 2.0, explore: float = 1.0, memory: float | None = 64.0):
+                 prior: float = 0.5, prior_weight: float = 2.0, explore: float = 1.0, memory: float | None = 64.0,
+                 remember: int = 65536):
         if not 1 <= min_ngram <= max_ngram:
             raise ConfigurationError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram} and {max_ngram}")
         if depth < 1 or max_matches < 1:
             raise ConfigurationError("depth and max_matches must be at least 1")
+        if remember < 0:
+            raise ConfigurationError(f"remember is a number of tokens, 0 or more; got {remember}")
         self.max_ngram, self.min_ngram, self.depth, self.max_matches = max_ngram, min_ngram, depth, max_matches
-        self.odds = ContinuationOdds(prior, prior_weight, explore, memory)  # keyed by (match length, deeper)
+        self.odds = ContinuationOdds(prior, prior_weight, explore, memory)  # keyed by (source, match length, deeper)
+        self.earlier = SuffixMemory(remember, min_ngram, max_ngram)
+        self.prompt: tuple[int, ...] | None = None
 
     def start(self, prompt, hidden):
+        if self.prompt is not None:  # the generation before this one is over: remember what it wrote
+            self.earlier.add(self.prompt, self.tokens[len(self.prompt):])
+        self.prompt = tuple(prompt.tolist())
         self.tokens: list[int] = []
         self.index: dict[tuple[int, ...], list[int]] = defaultdict(list)
         self.odds.reset()
-        self.matched = 0
-        self._extend(prompt.tolist())
+        self.matched = None
+        self._extend(list(self.prompt))
+
+    def carried(self) -> dict:
+        return self.earlier.held(self.prompt)
 
     def _extend(self, new: list[int]) -> None:
         """Append tokens; index every n-gram that now ends before the last token (its follower is known)."""
@@ -56,14 +75,25 @@ class NgramDrafter(Drafter):
                 if end - n >= 0:
                     self.index[tuple(tokens[end - n:end])].append(end)
 
-    def propose(self, ctx):
-        tokens, continuations, self.matched = self.tokens, [], 0
+    def _in_context(self) -> tuple[int, int, list[list[int]]]:
+        """The longest n-gram ending the context that occurs before: ``(n, agreement, paths)``, most recent first."""
+        tokens = self.tokens
         for n in range(min(self.max_ngram, len(tokens)), self.min_ngram - 1, -1):
             starts = self.index.get(tuple(tokens[-n:]))
             if starts:
-                continuations = [tokens[s:s + self.depth] for s in reversed(starts[-self.max_matches:])]
-                self.matched = _length_class(_agreement(tokens, starts[-1], n))
-                break
+                paths = [tokens[s:s + self.depth] for s in reversed(starts[-self.max_matches:])]
+                return n, matching.agreement(tokens, starts[-1], tokens, n), paths
+        return 0, 0, []
+
+    def propose(self, ctx):
+        n, agreed, continuations = self._in_context()
+        self.matched = None if not continuations else ("context", matching.length_class(agreed))
+        earlier_n, earlier_agreed, earlier = self.earlier.continuations(self.tokens, self.prompt, self.depth,
+                                                                        self.max_matches)
+        if earlier_n > n:
+            continuations, self.matched = earlier, ("earlier", matching.length_class(earlier_agreed))
+        elif earlier_n == n:
+            continuations += earlier[: self.max_matches - len(continuations)]
         if not continuations:
             return Proposal(tree=TokenTree.root_only(ctx.root, ctx.vocab_size))
         trie = TokenTree.from_paths(ctx.root, continuations, ctx.vocab_size)
@@ -73,7 +103,7 @@ class NgramDrafter(Drafter):
             for token in path:
                 node = next(c for c in trie.children[node] if trie.token_list[c] == token)
                 through[node] += 1
-        first, deeper = self.odds.logprob((self.matched, False)), self.odds.logprob((self.matched, True))
+        first, deeper = self.odds.logprob((*self.matched, False)), self.odds.logprob((*self.matched, True))
         logprobs = [0.0] + [
             math.log(through[i] / through[trie.parent_list[i]]) + (deeper if trie.depth_list[i] > 1 else first)
             for i in range(1, trie.size)
@@ -83,21 +113,6 @@ class NgramDrafter(Drafter):
 
     def observe(self, verdict, ctx):
         if self.matched:
-            self.odds.record(verdict, lambda node: (self.matched, node != 0))
+            self.odds.record(verdict, lambda node: (*self.matched, node != 0))
         self._extend(list(verdict.committed))
 
-
-LONG_MATCH = 8
-
-
-def _agreement(tokens: list[int], start: int, matched: int) -> int:
-    """How many tokens before ``start`` equal the context's last ones (at least ``matched``; up to LONG_MATCH)."""
-    length = matched
-    while length < LONG_MATCH and start - length - 1 >= 0 and tokens[start - length - 1] == tokens[-length - 1]:
-        length += 1
-    return length
-
-
-def _length_class(length: int) -> int:
-    """1, 2 and 3 as they are; 4 for 4-7 tokens; 8 for 8 or more."""
-    return length if length <= 3 else (4 if length < LONG_MATCH else LONG_MATCH)
