@@ -193,6 +193,27 @@ def test_a_drafter_trained_here_loads_in_the_reference_and_drafts_the_same(refer
     assert list(generation.tokens) == tokens and [step.committed for step in generation.steps] == committed
 
 
+def test_the_drafter_shipped_for_the_default_model_is_the_references_and_decodes_losslessly(reference):
+    from specmix.loading import load_model
+    from specmix.plugins.diffusion.drafter import SHIPPED
+    from specmix.text import encode
+
+    model, tokenizer = load_model()
+    directory = formats.shipped(SHIPPED, Target(model).fingerprint, formats.DFLASH)
+    assert directory is not None, "a DFlash-format drafter ships for the default model"
+    draft = reference.DFlashDraftModel.from_pretrained(directory)
+    ours = formats.load_dflash(directory, Target(model))
+    theirs = draft.state_dict()
+    assert all(torch.equal(theirs[name], tensor) for name, tensor in ours.state_dict().items())
+    decoder = make_decoder(_registry(), dict(drafter="diffusion", builder="chain", selector="all", verifier="tree"),
+                           model, seed=0, options={"drafter": {"arch": "dflash", "random_layers": None}})
+    ids = encode(tokenizer, "Explain what a hash table is, in two sentences.")
+    settings = DecodeSettings(max_new_tokens=48)
+    generation = decoder.generate(ids, settings)
+    assert list(generation.tokens) == reference_greedy(model, ids, settings)
+    assert sum(step.accepted for step in generation.steps) > 0, "a trained drafter is right at times"
+
+
 PRESETS = {
     "dflash": dict(drafter="diffusion", builder="chain", selector="all", verifier="tree"),
     "ddtree": dict(drafter="diffusion", builder="best-first", selector="budget", verifier="tree"),
