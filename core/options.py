@@ -13,8 +13,14 @@ from specmix.errors import ConfigurationError
 _PLAIN = {int: "int", float: "float", bool: "bool", str: "str", type(None): "None"}
 
 
+PYTHON_CONSTANTS = {"None": None, "True": True, "False": False}
+"""Python's spellings, which users type as often as JSON's null, true and false."""
+
+
 def parse_value(raw: str):
-    """An option's value: JSON when it parses (numbers, true, null, lists), else the text itself."""
+    """An option's value: JSON when it parses (numbers, true, null, lists), None/True/False, else the text itself."""
+    if raw in PYTHON_CONSTANTS:
+        return PYTHON_CONSTANTS[raw]
     try:
         return json.loads(raw)
     except json.JSONDecodeError:

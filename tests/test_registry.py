@@ -100,6 +100,14 @@ def test_options_are_checked_against_the_component(registry):
                          options={"selector": {"budget": -1}})
 
 
+@pytest.mark.parametrize("raw, value", [("8", 8), ("0.5", 0.5), ("null", None), ("None", None), ("true", True),
+                                        ("False", False), ("[1, 2]", [1, 2]), ("best-first", "best-first")])
+def test_option_values_read_as_json_or_python_constants_or_text(raw, value):
+    from specmix.options import parse_assignment
+
+    assert parse_assignment(f"drafter.key={raw}") == ("drafter", "key", value)
+
+
 class ExplodingDrafter(Drafter):
     produces = frozenset({"tree"})
 
