@@ -116,11 +116,14 @@ def test_a_prompt_never_drafts_from_its_own_earlier_answer():
 
 def test_the_memory_forgets_its_oldest_outputs_first():
     memory = SuffixMemory(capacity=8, min_ngram=1, max_ngram=2)
-    memory.add((1,), [10, 11, 12, 13, 14])
-    memory.add((2,), [20, 21, 22, 23, 24])
-    assert memory.held((3,)) == {"outputs": 1, "tokens": 5, "skipped_own": 0}
-    assert memory.continuations([10, 11], (3,), depth=2, limit=4) == (0, 0, [])
-    assert memory.continuations([20, 21], (3,), depth=2, limit=4) == (2, 2, [[22, 23]])
+    key = SuffixMemory.key_of
+    memory.add(key((1,)), [10, 11, 12, 13, 14])
+    memory.add(key((2,)), [20, 21, 22, 23, 24])
+    assert memory.held(key((3,))) == {"outputs": 1, "tokens": 5, "skipped_own": 0}
+    assert memory.continuations([10, 11], key((3,)), depth=2, limit=4) == (0, 0, [])
+    assert memory.continuations([20, 21], key((3,)), depth=2, limit=4) == (2, 2, [[22, 23]])
+    memory.add(key((4,)), [30, 31, 32, 33, 34])  # forgets a second output: its index entries are pruned
+    assert memory.stale == 0 and all(serial == 3 for entries in memory.index.values() for serial, _ in entries)
 
 
 def test_remembering_can_be_turned_off_and_must_be_a_count():

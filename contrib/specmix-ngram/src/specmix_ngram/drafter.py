@@ -54,8 +54,9 @@ class NgramDrafter(Drafter):
 
     def start(self, prompt, hidden):
         if self.prompt is not None:  # the generation before this one is over: remember what it wrote
-            self.earlier.add(self.prompt, self.tokens[len(self.prompt):])
+            self.earlier.add(self.prompt_key, self.tokens[len(self.prompt):])
         self.prompt = tuple(prompt.tolist())
+        self.prompt_key = SuffixMemory.key_of(self.prompt)
         self.tokens: list[int] = []
         self.index: dict[tuple[int, ...], list[int]] = defaultdict(list)
         self.odds.reset()
@@ -63,7 +64,7 @@ class NgramDrafter(Drafter):
         self._extend(list(self.prompt))
 
     def carried(self) -> dict:
-        return self.earlier.held(self.prompt)
+        return self.earlier.held(self.prompt_key)
 
     def _extend(self, new: list[int]) -> None:
         """Append tokens; index every n-gram that now ends before the last token (its follower is known)."""
@@ -88,7 +89,7 @@ class NgramDrafter(Drafter):
     def propose(self, ctx):
         n, agreed, continuations = self._in_context()
         self.matched = None if not continuations else ("context", matching.length_class(agreed))
-        earlier_n, earlier_agreed, earlier = self.earlier.continuations(self.tokens, self.prompt, self.depth,
+        earlier_n, earlier_agreed, earlier = self.earlier.continuations(self.tokens, self.prompt_key, self.depth,
                                                                         self.max_matches)
         if earlier_n > n:
             continuations, self.matched = earlier, ("earlier", matching.length_class(earlier_agreed))
