@@ -73,13 +73,14 @@ def _specmix_runner(decoder, settings: DecodeSettings) -> Callable[[list[int], i
     def run(ids: list[int], max_new_tokens: int) -> Run:
         generation = decoder.generate(ids, attrs.evolve(settings, max_new_tokens=max_new_tokens))
         steps = generation.steps
-        credit = None
+        credit = drafted = None
         if len(drafters) > 1:
             credit = {name: sum(s.accepted_from[i] for s in steps) for i, name in enumerate(drafters)}
+            drafted = {name: sum(s.asked[i] for s in steps) for i, name in enumerate(drafters)}
         carried = {slot.name: slot.component.carried() for slot in decoder.composition.drafters}
         return Run(generation.tokens, generation.seconds, len(steps), tuple(s.accepted for s in steps),
                    tuple(s.tree_size + s.riders for s in steps), sum(s.draft_s + s.build_s + s.select_s for s in steps),
-                   credit, {name: held for name, held in carried.items() if held is not None} or None)
+                   credit, {name: held for name, held in carried.items() if held is not None} or None, drafted)
 
     return run
 

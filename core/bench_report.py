@@ -32,6 +32,8 @@ class Run:
     """For a mix of drafters: how many accepted tokens each drafter had proposed (a token may count for several)."""
     carried: dict[str, dict] | None = None
     """Per drafter that remembers earlier generations, what it held when this prompt ran (:meth:`Drafter.carried`)."""
+    drafted: dict[str, int] | None = None
+    """For a mix of drafters: in how many steps each drafter proposed (one that does not pay sits steps out)."""
 
 
 def _summary(runs: Sequence[Run], references: Sequence[Run] | None, hf_rate: float | None, greedy: bool) -> dict:
@@ -68,6 +70,10 @@ def _step_profile(runs: Sequence[Run]) -> dict:
         for name, count in (run.accepted_from or {}).items():
             credits[name] = credits.get(name, 0) + count
     total = max(sum(credits.values()), 1)
+    drafted: dict[str, int] = {}
+    for run in recorded:
+        for name, count in (run.drafted or {}).items():
+            drafted[name] = drafted.get(name, 0) + count
     carried: dict[str, dict[str, list]] = {}  # drafter -> what it held -> per prompt, in run order
     for run in recorded:
         for name, held in (run.carried or {}).items():
@@ -75,6 +81,7 @@ def _step_profile(runs: Sequence[Run]) -> dict:
                 carried.setdefault(name, {}).setdefault(key, []).append(value)
     return {
         **({"accepted_from_share": {name: count / total for name, count in credits.items()}} if credits else {}),
+        **({"drafted_share": {name: count / steps for name, count in drafted.items()}} if drafted else {}),
         **({"carried": carried} if carried else {}),
         "profiled_runs": len(recorded),
         "accepted_at_least": [sum(a >= k for a in accepted) / steps for k in range(1, max(accepted, default=0) + 1)],
@@ -150,7 +157,7 @@ def markdown(report: dict) -> str:
         if mixes:
             lines += ["", "Which drafter proposed the accepted tokens (a token two drafters proposed counts for both):", ""]
             lines += [f"- {name}: " + ", ".join(f"{drafter} {share:.0%}" for drafter, share in shares.items())
-                      for name, shares in mixes.items()]
+                      + _drafted(profiled[name]) for name, shares in mixes.items()]
         memories = {name: row["carried"] for name, row in profiled.items() if "carried" in row}
         if memories:
             lines += ["", "What drafters remembered from earlier generations when each prompt ran (first, mean and "
@@ -159,6 +166,13 @@ def markdown(report: dict) -> str:
                                                           for key, values in held.items())
                       for name, drafters in memories.items() for drafter, held in drafters.items()]
     return "\n".join(lines) + "\n"
+
+
+def _drafted(row: dict) -> str:
+    shares = row.get("drafted_share")
+    if not shares:
+        return ""
+    return "; drafting in " + ", ".join(f"{share:.0%} of steps ({drafter})" for drafter, share in shares.items())
 
 
 def plot(report: dict, path: Path) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 
 class StepClock:
-    """``with clock("draft"): ...`` records the seconds that part took; ``seconds`` maps parts to them."""
+    """``with clock("draft"): ...`` adds the seconds that part took; ``seconds`` maps parts to their totals."""
 
     def __init__(self):
         self.seconds: dict[str, float] = {}
@@ -19,4 +19,4 @@ class StepClock:
         try:
             yield
         finally:
-            self.seconds[part] = time.perf_counter() - start
+            self.seconds[part] = self.seconds.get(part, 0.0) + time.perf_counter() - start

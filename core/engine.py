@@ -15,10 +15,14 @@ from specmix.composition import Composition, Slot
 from specmix.cost import CostCurve, cost_curve_for
 from specmix.errors import ConfigurationError, DecoderBusyError
 from specmix.mixing import Mix, Solo
+from specmix.payoff import DrafterPayoff
 from specmix.settings import DecodeSettings
 from specmix.target import Target
 from specmix.text import Prompt, TextStream, encode
 from specmix.values import Generation, Proposal, Step, StepContext, StepStats, Verdict
+
+STEP_PARTS = ("draft", "build", "select", "verify", "observe")
+"""The parts of a step that :class:`StepStats` times (a step with no drafter asked has no drafting time)."""
 
 
 class Decoder:
@@ -47,7 +51,10 @@ class Decoder:
                 slot.component.attach(self.target)
         self.layers = tuple(sorted({layer for slot in composition.drafters for layer in slot.component.hidden_layers}))
         self.target.check_layers(self.layers)
-        self._mix = Solo() if len(composition.drafters) == 1 else Mix(len(composition.drafters))
+        # A composition that sizes its work by the cost curve also has its drafters earn their place on it.
+        count = len(composition.drafters)
+        payoff = DrafterPayoff(count) if composition.needs_cost_curve else None
+        self._mix = Solo(payoff) if count == 1 else Mix(count, payoff=payoff)
 
     @property
     def cost_curve(self) -> CostCurve:
@@ -100,10 +107,21 @@ class Decoder:
         self._mix.start()
         for index in itertools.count():
             ctx, clock = run.context(index), StepClock()
-            with clock("draft"):
-                proposals = [_proposed(drafter, ctx) for drafter in drafters]
+            proposals, trees, spent = [], [], []
+            asks = self._mix.asks()
+            for asked, drafter, builder in zip(asks, drafters, builders):
+                began = time.perf_counter()
+                if asked:
+                    with clock("draft"):
+                        proposals.append(_proposed(drafter, ctx))
+                    with clock("build"):
+                        trees.append(_built(builder, proposals[-1], ctx))
+                else:
+                    proposals.append(None)
+                    trees.append(None)
+                spent.append(time.perf_counter() - began)
             with clock("build"):
-                tree, proposal = self._mix.merge([_built(b, p, ctx) for b, p in zip(builders, proposals)], proposals, ctx)
+                tree, proposal = self._mix.merge(trees, proposals, ctx)
             with clock("select"), selector.blame("select"):
                 tree = contract.checked_tree(selector, selector.component.select(tree, proposal, ctx), ctx)
             verified = run.riders_in_context(proposal)
@@ -117,7 +135,9 @@ class Decoder:
                 for drafter, view in zip(drafters, self._mix.share(verdict)):
                     with drafter.blame("observe"):
                         drafter.component.observe(view, ctx)
-            yield run.step(committed, reason, _stats(index, verified, verdict, committed, clock, self._mix.credit(verdict)))
+            self._mix.settle(verdict, spent, clock.seconds, len(committed), ctx.cost)
+            yield run.step(committed, reason, _stats(index, verified, verdict, committed, clock, self._mix.credit(verdict),
+                                                         asks))
             if reason:
                 return
 
@@ -151,10 +171,10 @@ def _built(builder: Slot, proposal: Proposal, ctx: StepContext):
 
 
 def _stats(index: int, proposal: Proposal, verdict: Verdict, committed: tuple[int, ...], clock: StepClock,
-           credit: tuple[int, ...]) -> StepStats:
+           credit: tuple[int, ...], asked: list[bool]) -> StepStats:
     return StepStats(step=index, tree_size=verdict.tree.size, riders=proposal.rider_count, accepted=len(verdict.path),
-                     committed=len(committed), accepted_from=credit,
-                     **{f"{part}_s": seconds for part, seconds in clock.seconds.items()})
+                     committed=len(committed), accepted_from=credit, asked=tuple(asked),
+                     **{f"{part}_s": clock.seconds.get(part, 0.0) for part in STEP_PARTS})
 
 
 class _Run:

@@ -51,9 +51,13 @@ class Drafter(Component):
 
     Contract: ``start`` is called once per generation after the prompt (all but its last
     token) is in the cache; ``propose`` then runs once per step and ``observe`` receives
-    that step's verdict once it is committed. A drafter must never assume its proposal
-    was accepted, must not draw from ``ctx.generator``, and must keep no state that
-    outlives ``start`` except a memory of earlier generations (a cross-request cache),
+    that step's verdict once it is committed. In a composition that uses the cost curve,
+    a drafter whose tokens have not paid for their cost sits steps out
+    (:mod:`specmix.payoff`): ``propose`` is not called, and ``observe`` still is, with a
+    verdict on a tree that may hold none of its nodes (so state kept from ``propose`` for
+    ``observe`` is cleared there). A drafter must never assume its proposal was accepted,
+    must not draw from ``ctx.generator``, and must keep no state that outlives ``start``
+    except a memory of earlier generations (a cross-request cache),
     which ``carried`` then describes.
 
     In-pass drafters put tokens in ``Proposal.riders`` and read ``Verdict.rider_logits``;

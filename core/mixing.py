@@ -6,7 +6,9 @@ proposed is in it once, scored by the best calibrated estimate among those that 
 it (:mod:`specmix.calibration`), and remembered as theirs. Riders of in-pass drafters ride
 in the same forward, each drafter's seeing only its own and the root. After verification
 every drafter observes the verdict, with its own riders' logits, and the calibration
-learns which of its claims the target took.
+learns which of its claims the target took. A drafter whose tokens do not pay for what it
+adds to the step sits steps out (:mod:`specmix.payoff`): it is not asked to propose, and
+still observes every verdict.
 """
 
 from __future__ import annotations
@@ -18,18 +20,41 @@ import attrs
 import torch
 
 from specmix.calibration import Calibration
+from specmix.cost import CostCurve
+from specmix.payoff import DrafterPayoff
 from specmix.tree import TokenTree
 from specmix.values import Proposal, Riders, StepContext, Verdict
 
 
 class Solo:
-    """One drafter: its tree and proposal as they are."""
+    """One drafter: its tree and proposal as they are; with a ``payoff``, the drafter sits out steps it does not pay for."""
+
+    def __init__(self, payoff: DrafterPayoff | None = None):
+        self.payoff = payoff
 
     def start(self) -> None:
-        pass
+        if self.payoff is not None:
+            self.payoff.reset()
 
-    def merge(self, trees: Sequence[TokenTree], proposals: Sequence[Proposal], ctx: StepContext):
+    def asks(self) -> list[bool]:
+        self.asked = [True] if self.payoff is None else self.payoff.asks()
+        return self.asked
+
+    def merge(self, trees: Sequence[TokenTree | None], proposals: Sequence[Proposal | None], ctx: StepContext):
+        if trees[0] is None:
+            tree = TokenTree.root_only(ctx.root, ctx.vocab_size)
+            return tree, Proposal(tree=tree)
         return trees[0], proposals[0]
+
+    def settle(self, verdict: Verdict, spent: Sequence[float], seconds: dict[str, float], committed: int,
+               cost: CostCurve | None) -> None:
+        """Tell the payoff what the drafter gained (the accepted nodes) and added to the step (its pass, ``spent``,
+        and the forward time of its nodes and riders)."""
+        if self.payoff is None:
+            return
+        riders = 0 if verdict.rider_logits is None else verdict.rider_logits.shape[0]
+        added = spent[0] + cost.time(verdict.tree.size + riders) - cost.time(1)
+        self.payoff.record(self.asked, [float(len(verdict.path))], [added], committed, sum(seconds.values()))
 
     def share(self, verdict: Verdict) -> list[Verdict]:
         return [verdict]
@@ -47,7 +72,7 @@ def _conditional(tree: TokenTree) -> list[float]:
 
 def combined_riders(proposals: Sequence[Proposal]) -> tuple[Riders | None, list[int]]:
     """The riders of every proposal side by side (each set sees the root and itself), and where each set begins."""
-    parts = [p.riders for p in proposals]
+    parts = [None if p is None else p.riders for p in proposals]
     present = [r for r in parts if r is not None]
     starts, total = [], 0
     for riders in parts:
@@ -68,17 +93,27 @@ def combined_riders(proposals: Sequence[Proposal]) -> tuple[Riders | None, list[
 class Mix:
     """Several drafters: one merged tree, calibrated scores, riders side by side, one verdict each."""
 
-    def __init__(self, drafters: int, calibration: Calibration | None = None):
+    def __init__(self, drafters: int, calibration: Calibration | None = None, payoff: DrafterPayoff | None = None):
         self.drafters = drafters
         self.calibration = calibration or Calibration()
+        self.payoff = payoff
 
     def start(self) -> None:
         self.calibration.reset()
+        if self.payoff is not None:
+            self.payoff.reset()
 
-    def merge(self, trees: Sequence[TokenTree], proposals: Sequence[Proposal], ctx: StepContext):
+    def asks(self) -> list[bool]:
+        """Which drafters propose this step (the others sit it out: their tree and proposal are None)."""
+        self.asked = [True] * self.drafters if self.payoff is None else self.payoff.asks()
+        return self.asked
+
+    def merge(self, trees: Sequence[TokenTree | None], proposals: Sequence[Proposal | None], ctx: StepContext):
         tokens, parents, index = [ctx.root], [-1], {}
         claims: list[dict[int, float]] = [{}]
         for source, tree in enumerate(trees):
+            if tree is None:
+                continue
             probabilities, mapped = _conditional(tree), [0]
             for node in range(1, tree.size):
                 key = (mapped[tree.parent_list[node]], tree.token_list[node])
@@ -97,8 +132,9 @@ class Mix:
                           for n in range(1, len(tokens))]
         self.claims, self.depths, self.index = claims, depths, index
         riders, self.rider_starts = combined_riders(proposals)
-        self.rider_counts = [0 if p.riders is None else p.riders.count for p in proposals]
-        first = {field: next((getattr(p, field) for p in proposals if getattr(p, field) is not None), None)
+        self.rider_counts = [0 if p is None or p.riders is None else p.riders.count for p in proposals]
+        present = [p for p in proposals if p is not None]
+        first = {field: next((getattr(p, field) for p in present if getattr(p, field) is not None), None)
                  for field in ("marginals", "features")}
         tree = TokenTree(tokens=tokens, parents=parents, vocab_size=ctx.vocab_size, logprobs=scores)
         return tree, Proposal(tree=tree, riders=riders, **first)
@@ -109,7 +145,7 @@ class Mix:
         views = []
         for start, count in zip(self.rider_starts, self.rider_counts):
             logits = None if verdict.rider_logits is None or not count else verdict.rider_logits[start:start + count]
-            views.append(attrs.evolve(verdict, rider_logits=logits) if logits is not None or count else verdict)
+            views.append(verdict if logits is verdict.rider_logits else attrs.evolve(verdict, rider_logits=logits))
         return views
 
     def _merged(self, tree: TokenTree) -> list[int]:
@@ -137,3 +173,26 @@ class Mix:
             for source in self.claims[mapped[node]]:
                 counts[source] += 1
         return tuple(counts)
+
+    def settle(self, verdict: Verdict, spent: Sequence[float], seconds: dict[str, float], committed: int,
+               cost: CostCurve | None) -> None:
+        """Tell the payoff what each asked drafter gained (accepted nodes only it proposed) and added to the step
+        (its own pass, ``spent``, and the forward time of the nodes only it proposed and of its riders)."""
+        if self.payoff is None:
+            return
+        tree = verdict.tree
+        mapped = self._merged(tree)
+        owned, gains = [0] * self.drafters, [0.0] * self.drafters
+        accepted = set(verdict.path)
+        for node in range(1, tree.size):
+            sources = self.claims[mapped[node]]
+            if len(sources) == 1:
+                (source,) = sources
+                owned[source] += 1
+                gains[source] += node in accepted
+        forward = tree.size + sum(self.rider_counts)
+        costs = []
+        for source in range(self.drafters):
+            added = owned[source] + self.rider_counts[source]
+            costs.append(spent[source] + cost.time(forward) - cost.time(forward - added))
+        self.payoff.record(self.asked, gains, costs, committed, sum(seconds.values()))

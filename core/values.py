@@ -188,6 +188,8 @@ class StepStats:
     observe_s: float
     accepted_from: tuple[int, ...] = ()
     """Per drafter of the composition, how many of the accepted nodes it had proposed."""
+    asked: tuple[bool, ...] = ()
+    """Per drafter of the composition, whether it proposed this step (in a mix, one that does not pay sits steps out)."""
 
 
 @attrs.frozen

@@ -61,12 +61,12 @@ def test_per_step_counts_give_acceptance_by_depth_and_the_drafting_share(journal
     assert "over the" not in table
 
 
-def test_a_mix_reports_each_drafters_share_and_what_a_memory_held(journal):
+def test_a_mix_reports_each_drafters_share_how_often_it_drafted_and_what_a_memory_held(journal):
     path = journal.with_suffix(".runs.jsonl")
     header, *finished = [json.loads(line) for line in path.read_text().splitlines()]
     for line, held in zip(finished, [0, 300]):
         line["runs"]["vanilla"].update({"accepted": [1, 1], "verified": [4, 4], "draft_s": 0.1,
-                                        "accepted_from": {"ngram": 1, "ptd": 1},
+                                        "accepted_from": {"ngram": 1, "ptd": 1}, "drafted": {"ngram": 2, "ptd": 1},
                                         "carried": {"ngram": {"outputs": held // 300, "tokens": held}}})
     path.write_text("".join(json.dumps(line) + "\n" for line in [header, *finished]))
 
@@ -74,7 +74,8 @@ def test_a_mix_reports_each_drafters_share_and_what_a_memory_held(journal):
     assert vanilla["accepted_from_share"] == {"ngram": 0.5, "ptd": 0.5}
     assert vanilla["carried"] == {"ngram": {"outputs": [0, 1], "tokens": [0, 300]}}
     table = journal.with_suffix(".md").read_text()
-    assert "- vanilla: ngram 50%, ptd 50%" in table
+    assert vanilla["drafted_share"] == {"ngram": 1.0, "ptd": 0.5}
+    assert "- vanilla: ngram 50%, ptd 50%; drafting in 100% of steps (ngram), 50% of steps (ptd)" in table
     assert "- vanilla, ngram: outputs 0/0/1, tokens 0/150/300" in table
 
 

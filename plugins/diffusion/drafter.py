@@ -187,8 +187,9 @@ class DiffusionDrafter(Drafter):
     @torch.no_grad()
     def observe(self, verdict, ctx):
         self._append(verdict.hidden)
-        if self.reach is not None and self.drafted is not None:
+        if self.reach is not None and self.drafted is not None:  # None too when a mix had this step go without it
             self._learn_reach(verdict.tokens)
+        self.drafted = None
 
     def _learn_reach(self, accepted: tuple[int, ...]) -> None:
         """Per drafted position, whether the target went on through one of its candidates, given it got there."""

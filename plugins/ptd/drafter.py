@@ -57,6 +57,7 @@ class PTDDrafter(Drafter):
         self.pool = CandidatePool(self.pool_nodes)
         self.odds.reset()
         self.budget.reset()
+        self.sending = None
 
     def propose(self, ctx):
         tree = self.pool.tree(ctx.root, ctx.vocab_size, min(self.candidate_depth, ctx.max_depth),
@@ -76,7 +77,8 @@ class PTDDrafter(Drafter):
             for node in sent:
                 self.pool.add(node.token, node.paths())
         self.odds.record(verdict, lambda node: tree.depth_list[node] >= 1)
-        if ctx.cost is not None:
+        if ctx.cost is not None and self.sending is not None:  # None when a mix had this step go without PTD
             riders = 0 if verdict.rider_logits is None else verdict.rider_logits.shape[0]
             self.budget.record(self.sending, len(verdict.committed), tree.size + riders, ctx.cost)
+        self.sending = None
 

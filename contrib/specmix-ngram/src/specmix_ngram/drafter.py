@@ -113,7 +113,8 @@ class NgramDrafter(Drafter):
                                        logprobs=logprobs))
 
     def observe(self, verdict, ctx):
-        if self.matched:
+        if self.matched:  # None too when a mix had this step go without the lookup
             self.odds.record(verdict, lambda node: (*self.matched, node != 0))
+        self.matched = None
         self._extend(list(verdict.committed))
 
