@@ -2,7 +2,7 @@
 
 import pytest
 
-from specmix import DecodeSettings, Drafter, Proposal, TokenTree, hookimpl
+from specmix import Capability, DecodeSettings, Drafter, Proposal, TokenTree, hookimpl
 from specmix.payoff import DrafterPayoff
 from specmix.testing import kit_registry, reference_greedy, tiny_model
 from specmix.testing.properties import make_decoder
@@ -54,6 +54,7 @@ def test_a_payoff_refuses_settings_that_cannot_work(bad):
 class _Counting(Drafter):
     """Proposes a token the target never takes (the vocabulary's last), counting its calls."""
 
+    produces = frozenset({Capability.TREE})
     proposed = observed = 0
 
     def propose(self, ctx):
