@@ -41,6 +41,10 @@ class NodeLogits:
         """How many rows have been computed so far (all of them for whole logits)."""
         return sum(self._have)
 
+    def known(self) -> list[int]:
+        """The nodes whose rows have been computed so far, in order: what can be read for free."""
+        return [node for node, have in enumerate(self._have) if have]
+
     def rows(self, nodes: Sequence[int]) -> torch.Tensor:
         """``[len(nodes), V]``, computing the missing rows in one call of the head."""
         missing = sorted({node for node in nodes if not self._have[node]})
