@@ -77,7 +77,9 @@ class CostCurve:
 def measure(target: Target, sizes: Sequence[int] = DEFAULT_SIZES, context: int = 256, repeats: int = 5) -> CostCurve:
     """Fastest of ``repeats`` forward times of a causal chain of N new tokens over a ``context``-token cache.
 
-    The fastest, not the median: other work on the machine only ever adds time.
+    The fastest, not the median: other work on the machine only ever adds time. Where the
+    target applies its LM head only to the rows a walk reads (:attr:`Target.lazy_head`),
+    the head runs on one row here, as it does on the few rows of a typical walk.
     """
     sizes = _measurable(target, sizes)
     context = max(1, min(context, target.max_length - sizes[-1] - 1))
@@ -92,7 +94,7 @@ def measure(target: Target, sizes: Sequence[int] = DEFAULT_SIZES, context: int =
         samples = []
         for _ in range(repeats + 1):  # the first run warms up
             start = time.perf_counter()
-            target.forward(ids, positions, causal)
+            target.forward(ids, positions, causal, logits=not target.lazy_head)
             samples.append(time.perf_counter() - start)
             target.compact(torch.arange(0))
         seconds.append(min(samples[1:]))
@@ -108,7 +110,8 @@ def _measurable(target: Target, sizes: Sequence[int]) -> list[int]:
 
 def _cache_file(target: Target, cache=None) -> Path:
     """Where this target's curve is kept: named by what determines it (the model's architecture and
-    weights, the device, dtype, thread count and torch version), not by where the model was loaded from."""
+    weights, the device, dtype, thread count, torch version, and whether the LM head runs on every
+    row), not by where the model was loaded from."""
     config = target.model.config.to_dict()
     for field in ("_name_or_path", "name_or_path", "transformers_version", "_commit_hash"):
         config.pop(field, None)
@@ -118,7 +121,8 @@ def _cache_file(target: Target, cache=None) -> Path:
     if device == "cuda":
         device = re.sub(r"[^A-Za-z0-9]+", "-", torch.cuda.get_device_name(target.device)).strip("-")
     dtype = str(target.dtype).removeprefix("torch.")
-    name = f"{config.get('model_type', 'model')}-{digest}-{device}-{dtype}-threads{torch.get_num_threads()}"
+    head = "-rowhead" if target.lazy_head else ""  # measured with the LM head on a row, not on every token
+    name = f"{config.get('model_type', 'model')}-{digest}-{device}-{dtype}-threads{torch.get_num_threads()}{head}"
     return cache_dir(cache) / "cost-curves" / f"{name}-torch{torch.__version__}.json"
 
 

@@ -11,6 +11,7 @@ import torch
 from specmix.attention import FLEX, backend_of, tree_mask
 from specmix.errors import ConfigurationError
 from specmix.kv_cache import PreallocatedCache
+from specmix.node_logits import NodeLogits
 from specmix.static_shapes import INITIAL_CAPACITY, StaticShapes
 from specmix.tree import TokenTree
 from specmix.values import Riders
@@ -34,12 +35,17 @@ def fingerprint(model) -> str:
 class TreeOutputs:
     """The target's outputs over one tree forward of ``N`` nodes and ``R`` riders."""
 
-    logits: torch.Tensor = attrs.field(eq=False)
-    """``[N, V]`` at the tree's nodes, root first."""
+    node_logits: NodeLogits = attrs.field(alias="logits", converter=NodeLogits.of, eq=False)
+    """``[N, V]`` at the tree's nodes, root first, row by row as asked for."""
     rider_logits: torch.Tensor | None = attrs.field(eq=False)
     """``[R, V]`` at the riders (None when the forward carried none)."""
     hidden: Mapping[int, torch.Tensor] = attrs.field(eq=False)
     """``{layer: [N, D]}`` at the tree's nodes."""
+
+    @property
+    def logits(self) -> torch.Tensor:
+        """``[N, V]`` at every node."""
+        return self.node_logits.all()
 
     def hidden_along(self, path: Sequence[int]) -> dict[int, torch.Tensor]:
         """The hidden states at the root and the nodes of ``path``: ``{layer: [1 + len(path), D]}``."""
@@ -47,6 +53,25 @@ class TreeOutputs:
             return {}
         keep = torch.tensor([0, *path], device=next(iter(self.hidden.values())).device)
         return {layer: states.index_select(0, keep) for layer, states in self.hidden.items()}
+
+
+def _plain_head_decoder(model, head):
+    """The model's decoder when its logits are exactly ``head`` over the decoder's last hidden state, else None.
+
+    Checked on a short input, bit for bit: a model that scales, caps or otherwise reworks
+    its logits (or whose decoder does not run alone) keeps computing them whole.
+    """
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+    if decoder is None or decoder is model or head is None:
+        return None
+    ids = torch.arange(3, device=model.device)[None] % head.weight.shape[0]
+    try:
+        with torch.no_grad():
+            whole = model(input_ids=ids, use_cache=False).logits[0]
+            final = decoder(input_ids=ids, use_cache=False).last_hidden_state[0]
+            return decoder if torch.equal(head(final), whole) else None
+    except (TypeError, ValueError, AttributeError, RuntimeError):  # its parts do not run this way
+        return None
 
 
 class Target:
@@ -78,6 +103,7 @@ class Target:
         parameters = inspect.signature(model.forward).parameters
         self._cache_keyword = "cache" if "cache" in parameters else "past_key_values"
         self._can_skip_logits = "logits_to_keep" in parameters
+        self._head = model.get_output_embeddings()
         flex = backend_of(model) == FLEX
         if static and flex:
             raise ConfigurationError("static shapes need an additive-mask attention backend (sdpa or eager), "
@@ -86,7 +112,16 @@ class Target:
         if static is None:
             static = cuda and not flex
         self._static = StaticShapes(model, graphs=cuda, capacity=capacity) if static else None
+        self._decoder = None if static else _plain_head_decoder(model, self._head)
+        if self._decoder is not None:
+            known = inspect.signature(self._decoder.forward).parameters
+            self._decoder_cache_keyword = "cache" if "cache" in known else "past_key_values"
         self.reset()
+
+    @property
+    def lazy_head(self) -> bool:
+        """Whether tree forwards apply the LM head only to the rows a walk reads (see :mod:`specmix.node_logits`)."""
+        return self._decoder is not None
 
     @property
     def cache(self):
@@ -157,8 +192,13 @@ class Target:
             positions = torch.cat([positions, root_position + riders.offsets])
         else:
             visible = tree.ancestor_mask()
-        logits, hidden = self.forward(ids, positions, visible, layers)
-        return TreeOutputs(logits[:size], None if riders is None else logits[size:],
+        if self._decoder is None:
+            logits, hidden = self.forward(ids, positions, visible, layers)
+            return TreeOutputs(logits[:size], None if riders is None else logits[size:],
+                               {layer: states[:size] for layer, states in hidden.items()})
+        final, hidden = self._forward_final(ids, positions, visible, layers)
+        return TreeOutputs(NodeLogits.lazy(final[:size], self._head, self.vocab_size),
+                           None if riders is None else self._head(final[size:]),
                            {layer: states[:size] for layer, states in hidden.items()})
 
     def commit(self, path: Sequence[int]) -> None:
@@ -187,6 +227,16 @@ class Target:
         if not logits and all_logits.shape[0] > 1:  # a model without logits_to_keep computed every row
             all_logits = all_logits[count - 1:count]
         return all_logits[:count], {layer: states[layer][0, :count] for layer in layers}
+
+    @torch.no_grad()
+    def _forward_final(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, layers: Sequence[int]):
+        """As :meth:`forward`, through the decoder alone: its last hidden states ``[T, D]`` instead of logits."""
+        mask = tree_mask(self.model, visible, self.length)
+        out = self._decoder(input_ids=ids.to(self.device)[None], position_ids=positions.to(self.device)[None],
+                            attention_mask=mask, use_cache=True, output_hidden_states=bool(layers),
+                            **{self._decoder_cache_keyword: self.cache})
+        self._record(ids, positions, ids.shape[0])
+        return out.last_hidden_state[0], {layer: out.hidden_states[layer][0] for layer in layers}
 
     def _record(self, ids: torch.Tensor, positions: torch.Tensor, appended: int) -> None:
         written = list(zip(ids.tolist(), positions.tolist()))

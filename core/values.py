@@ -9,6 +9,7 @@ import attrs
 import torch
 
 from specmix.errors import MalformedTreeError
+from specmix.node_logits import NodeLogits
 from specmix.settings import DecodeSettings
 from specmix.tree import TokenTree
 
@@ -119,13 +120,14 @@ class Verdict:
     ``path`` holds accepted node indices below the root, in order; ``tokens`` their
     tokens; ``bonus`` the token the target chose after the last accepted node. The cache
     afterwards holds the root and the accepted nodes. ``logits`` are the target's raw
-    logits at every tree node ``[N, V]``.
+    logits at every tree node ``[N, V]``; ``node_logits`` gives them row by row, computing
+    only the rows asked for (built from ``logits=``, a tensor or :class:`NodeLogits`).
     """
 
     tree: TokenTree
     path: tuple[int, ...]
     bonus: int
-    logits: torch.Tensor = attrs.field(eq=False)
+    node_logits: NodeLogits = attrs.field(alias="logits", converter=NodeLogits.of, eq=False)
     rider_logits: torch.Tensor | None = attrs.field(default=None, eq=False)
     """``rider-logits``: the target's logits at every rider of the verified proposal ``[R, V]`` (None without riders)."""
     hidden: HiddenStates = attrs.field(factory=dict, eq=False)
@@ -137,6 +139,11 @@ class Verdict:
             if self.tree.parent_list[child] != parent:
                 raise MalformedTreeError(f"verdict path {self.path} is not a root path of its tree")
         object.__setattr__(self, "tokens", tuple(self.tree.token_list[i] for i in self.path))
+
+    @property
+    def logits(self) -> torch.Tensor:
+        """``[N, V]``: the target's logits at every tree node (the rows not yet computed are computed now)."""
+        return self.node_logits.all()
 
     @property
     def committed(self) -> tuple[int, ...]:

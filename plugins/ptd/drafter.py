@@ -4,7 +4,7 @@ Each step the progressive draft tree rides in the verification forward as riders
 target's argmax at each rider grows the tree, and every rider's subtree is merged into
 a pool of continuations keyed by its token. The candidate tree for the next step is the
 pool's trie for the last committed token, which also learns the target's argmax at every
-verified node. Candidates are deterministic (argmaxes), so sampling uses
+verified node whose logits the verifier computed. Candidates are deterministic (argmaxes), so sampling uses
 sample-and-match and stays exact.
 """
 
@@ -66,11 +66,13 @@ class PTDDrafter(Drafter):
         return Proposal(tree=tree, riders=self.draft.riders(self.sending))
 
     def observe(self, verdict, ctx):
-        tree = verdict.tree
-        argmax = verdict.logits.argmax(dim=-1).tolist()
-        # What the target chose after every verified node extends the trie just verified.
-        self.pool.add(tree.root, ([tree.token_list[i] for i in tree.path(node)] + [argmax[node]]
-                                  for node in range(tree.size)))
+        tree, logits = verdict.tree, verdict.node_logits
+        # What the target chose after every verified node whose logits were computed (all of them, or the ones
+        # the walk read where the head runs on those alone) extends the trie just verified.
+        known = logits.known()
+        argmax = logits.rows(known).argmax(dim=-1).tolist()
+        self.pool.add(tree.root, ([tree.token_list[i] for i in tree.path(node)] + [choice]
+                                  for node, choice in zip(known, argmax)))
         if verdict.rider_logits is not None:
             sent = self.draft.sent
             self.draft.grow(verdict.rider_logits.argmax(dim=-1).tolist(), ctx.stop_ids)

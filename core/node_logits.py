@@ -1,0 +1,70 @@
+"""The target's logits at the nodes of one verified tree, computed as they are needed.
+
+The LM head is a fifth of a small model's work per token, and a walk down a verified tree
+reads the logits of only the nodes it reaches: the root and the accepted path. When the
+target's logits are its output embedding applied to its decoder's last hidden state
+(checked once per model, :meth:`specmix.Target.lazy_head`), the target keeps those hidden
+states and the head runs on the rows asked for, a few at a time; any other model's logits
+come whole from its forward, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+
+class NodeLogits:
+    """Logits ``[N, V]`` at a tree's nodes, whole (:meth:`of` a tensor) or per row (:meth:`lazy`)."""
+
+    def __init__(self, rows: int, vocab: int, full: torch.Tensor | None = None,
+                 final: torch.Tensor | None = None, head: Callable[[torch.Tensor], torch.Tensor] | None = None):
+        self.shape = (rows, vocab)
+        self._full, self._final, self._head = full, final, head
+        self._have = [full is not None] * rows
+
+    @classmethod
+    def of(cls, value: NodeLogits | torch.Tensor) -> NodeLogits:
+        """``value`` as node logits (a tensor ``[N, V]`` is taken whole)."""
+        if isinstance(value, NodeLogits):
+            return value
+        return cls(value.shape[0], value.shape[-1], full=value)
+
+    @classmethod
+    def lazy(cls, final: torch.Tensor, head: Callable[[torch.Tensor], torch.Tensor], vocab: int) -> NodeLogits:
+        """Logits ``head(final[i])`` for each row ``i`` of ``final [N, D]``, computed when first asked for."""
+        return cls(final.shape[0], vocab, final=final, head=head)
+
+    @property
+    def computed(self) -> int:
+        """How many rows have been computed so far (all of them for whole logits)."""
+        return sum(self._have)
+
+    def known(self) -> list[int]:
+        """The nodes whose rows have been computed so far, in order: what can be read for free."""
+        return [node for node, have in enumerate(self._have) if have]
+
+    def rows(self, nodes: Sequence[int]) -> torch.Tensor:
+        """``[len(nodes), V]``, computing the missing rows in one call of the head."""
+        missing = sorted({node for node in nodes if not self._have[node]})
+        if missing:
+            fresh = self._head(self._final[torch.tensor(missing, device=self._final.device)])
+            if self._full is None:
+                self._full = fresh.new_empty(self.shape)
+            self._full[missing] = fresh
+            for node in missing:
+                self._have[node] = True
+        return self._full[list(nodes)]
+
+    def row(self, node: int, along: Sequence[int] = ()) -> torch.Tensor:
+        """``[V]`` at ``node``; when it must be computed, the rows ``along`` (where a walk may go next) come with it."""
+        if not self._have[node]:
+            self.rows([node, *along])
+        return self._full[node]
+
+    def all(self) -> torch.Tensor:
+        """``[N, V]`` at every node."""
+        if not all(self._have):
+            self.rows(range(self.shape[0]))
+        return self._full

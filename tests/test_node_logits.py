@@ -1,0 +1,80 @@
+"""The LM head runs only on the rows a walk reads, where the model's logits are plainly its head's; exact either way."""
+
+import pytest
+import torch
+import transformers
+
+from specmix import DecodeSettings, StepContext, Target, TokenTree
+from specmix.node_logits import NodeLogits
+from specmix.plugins.basic.tree_verifier import AHEAD, TreeVerifier
+from specmix.testing import tiny_model
+from specmix.testing.models import tolerance
+
+
+def _counting_head(weight):
+    calls = []
+
+    def head(rows):
+        calls.append(rows.shape[0])
+        return rows @ weight.T
+
+    return head, calls
+
+
+def test_rows_are_computed_once_when_first_asked_for_with_what_comes_along():
+    final, weight = torch.randn(6, 4, dtype=torch.float64), torch.randn(10, 4, dtype=torch.float64)
+    head, calls = _counting_head(weight)
+    logits = NodeLogits.lazy(final, head, vocab=10)
+    assert logits.shape == (6, 10) and logits.computed == 0
+    assert torch.equal(logits.row(2, along=[3, 4]), final[2] @ weight.T)
+    assert calls == [3] and logits.computed == 3 and logits.known() == [2, 3, 4]
+    logits.row(3, along=[5])  # already there: no call, and nothing comes along
+    assert calls == [3]
+    assert torch.allclose(logits.all(), final @ weight.T) and calls == [3, 3] and logits.computed == 6
+
+
+def test_a_tensor_is_taken_whole():
+    whole = torch.randn(3, 7)
+    logits = NodeLogits.of(whole)
+    assert NodeLogits.of(logits) is logits and logits.computed == 3 and logits.all() is whole
+
+
+def _chain_outputs(target, prompt, chain):
+    target.reset()
+    target.prefill(torch.tensor(prompt[:-1]))
+    tree = TokenTree.from_paths(prompt[-1], [chain], target.vocab_size)
+    return tree, target.forward_tree(tree)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_a_plain_head_runs_on_the_rows_a_greedy_walk_reads_and_they_are_the_models_logits(family):
+    model = tiny_model(family)
+    target = Target(model)
+    assert target.lazy_head
+    prompt, chain = [3, 4, 5], [7, 8, 9, 10, 11, 12, 13, 14]
+    tree, out = _chain_outputs(target, prompt, chain)
+    ctx = StepContext(step=0, tokens=torch.tensor(prompt), settings=DecodeSettings(), vocab_size=target.vocab_size,
+                      max_depth=10)
+    path, bonus = TreeVerifier().accept(tree, out.node_logits, ctx)
+    assert out.node_logits.computed <= (len(path) // (1 + AHEAD) + 1) * (1 + AHEAD)
+    for node in range(tree.size):  # every row, computed now, is the model's own logit at that position
+        ids = torch.tensor([prompt + chain[:node]])
+        expected = model(input_ids=ids).logits[0, -1]
+        close = tolerance(expected.dtype)
+        assert torch.allclose(out.logits[node], expected, atol=close, rtol=close)
+
+
+def test_a_model_that_reworks_its_logits_computes_them_whole():
+    config = transformers.Gemma2Config(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                                       num_attention_heads=2, num_key_value_heads=1, head_dim=8,
+                                       max_position_embeddings=64, final_logit_softcapping=2.0)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = transformers.Gemma2ForCausalLM(config).to(torch.float64).eval()
+    target = Target(model)
+    assert not target.lazy_head
+    prompt, chain = [3, 4, 5], [7, 8]
+    tree, out = _chain_outputs(target, prompt, chain)
+    assert out.node_logits.computed == tree.size
+    expected = model(input_ids=torch.tensor([prompt + chain])).logits[0, len(prompt) - 1:]
+    assert torch.allclose(out.logits, expected, atol=1e-9, rtol=1e-9)
