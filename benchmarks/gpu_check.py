@@ -161,7 +161,7 @@ def measure_shape(name: str, config, device: torch.device, dry: bool) -> dict:
     prompt = torch.randint(config.vocab_size, (context,), generator=torch.Generator().manual_seed(1)).to(device)
     target = Target(model)
     sizes = (1, 2, 4, 8) if dry else (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
-    curve = measure(target, sizes=sizes, context=context, repeats=2 if dry else 5)
+    curve = measure(target, sizes=sizes, context=context, repeats=2 if dry else 5, longer=None)
     _log(f"{name}: T(N) {dict(zip(curve.sizes, (round(s * 1000, 3) for s in curve.seconds)))} ms")
     registry = Registry.load(extra_plugins=[ReplayPlugin()])
 

@@ -21,6 +21,8 @@ from specmix.target import Target
 
 # Dense at the small end, where CPU forward time jumps between neighbouring sizes (3 -> 4 here).
 DEFAULT_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+CONTEXT, LONGER_CONTEXT = 256, 1024
+"""The cache lengths curves are measured over: long prompts cost more per position."""
 
 
 def _check_curve(instance, attribute, value):
@@ -33,12 +35,44 @@ def _check_curve(instance, attribute, value):
         raise ConfigurationError("cost-curve times must be positive")
 
 
+def _check_longer(instance, attribute, value):
+    if value is None:
+        return
+    if len(value) != len(instance.sizes) or any(not s > 0 for s in value):
+        raise ConfigurationError("a cost curve's times over the longer context need one positive time per size")
+    if instance.context is None or instance.longer_context is None or instance.longer_context <= instance.context:
+        raise ConfigurationError("a cost curve with times over a longer context needs both context lengths, "
+                                 "the longer one larger")
+
+
 @attrs.frozen
 class CostCurve:
-    """Measured forward seconds at increasing token counts, linearly interpolated between them."""
+    """Measured forward seconds at increasing token counts, linearly interpolated between them.
+
+    Attention reads the whole cache, so a forward costs more over a longer one. A curve
+    measured over two cache lengths (``seconds`` over ``context`` tokens, ``longer`` over
+    ``longer_context``) gives the curve over any other by :meth:`at`, linearly in the cache
+    length; the engine hands selectors the curve for each step's context.
+    """
 
     sizes: tuple[int, ...] = attrs.field(converter=tuple)
     seconds: tuple[float, ...] = attrs.field(converter=tuple, validator=_check_curve)
+    context: int | None = None
+    """The cache length ``seconds`` were measured over (None: not recorded)."""
+    longer: tuple[float, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple),
+                                                   validator=_check_longer)
+    """Seconds at the same sizes over a cache of ``longer_context`` tokens (None: measured over one length)."""
+    longer_context: int | None = None
+
+    def at(self, context: int) -> CostCurve:
+        """The curve over a cache of ``context`` tokens: this one if it was measured over a single length,
+        else interpolated (and past either length, extrapolated) linearly between the two, never below a
+        quarter of the shorter's times."""
+        if self.longer is None:
+            return self
+        share = (context - self.context) / (self.longer_context - self.context)
+        seconds = [max(a + (b - a) * share, a / 4) for a, b in zip(self.seconds, self.longer)]
+        return CostCurve(sizes=self.sizes, seconds=list(itertools.accumulate(seconds, max)))
 
     def time(self, n: int) -> float:
         """Forward seconds for ``n`` new tokens (extrapolated linearly past the last size)."""
@@ -67,22 +101,43 @@ class CostCurve:
         return best
 
     def to_json(self) -> dict:
-        return {"sizes": list(self.sizes), "seconds": list(self.seconds)}
+        data = {"sizes": list(self.sizes), "seconds": list(self.seconds), "context": self.context}
+        if self.longer is not None:
+            data.update(longer=list(self.longer), longer_context=self.longer_context)
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> CostCurve:
-        return cls(sizes=data["sizes"], seconds=data["seconds"])
+        return cls(sizes=data["sizes"], seconds=data["seconds"], context=data.get("context"),
+                   longer=data.get("longer"), longer_context=data.get("longer_context"))
 
 
-def measure(target: Target, sizes: Sequence[int] = DEFAULT_SIZES, context: int = 256, repeats: int = 5) -> CostCurve:
-    """Fastest of ``repeats`` forward times of a causal chain of N new tokens over a ``context``-token cache.
+def measure(target: Target, sizes: Sequence[int] = DEFAULT_SIZES, context: int = CONTEXT, repeats: int = 5,
+            longer: int | None = LONGER_CONTEXT) -> CostCurve:
+    """Fastest of ``repeats`` forward times of a causal chain of N new tokens over a ``context``-token cache,
+    and over a ``longer`` one too where the model's context has room (None: over one length only).
 
     The fastest, not the median: other work on the machine only ever adds time. Where the
     target applies its LM head only to the rows a walk reads (:attr:`Target.lazy_head`),
     the head runs on one row here, as it does on the few rows of a typical walk.
     """
     sizes = _measurable(target, sizes)
-    context = max(1, min(context, target.max_length - sizes[-1] - 1))
+    context, longer = _contexts(target, sizes, context, longer)
+    short = _times(target, sizes, context, repeats)
+    if longer is None:
+        return CostCurve(sizes=sizes, seconds=short, context=context)
+    return CostCurve(sizes=sizes, seconds=short, context=context, longer=_times(target, sizes, longer, repeats),
+                     longer_context=longer)
+
+
+def _contexts(target: Target, sizes: Sequence[int], context: int, longer: int | None) -> tuple[int, int | None]:
+    """The cache lengths that fit beside the largest size (the longer one None where it would not be longer)."""
+    room = target.max_length - sizes[-1] - 1
+    context = max(1, min(context, room))
+    return context, None if longer is None or min(longer, room) <= context else min(longer, room)
+
+
+def _times(target: Target, sizes: Sequence[int], context: int, repeats: int) -> list[float]:
     generator = torch.Generator().manual_seed(0)
     target.reset()
     target.prefill(torch.randint(target.vocab_size, (context,), generator=generator))
@@ -100,8 +155,7 @@ def measure(target: Target, sizes: Sequence[int] = DEFAULT_SIZES, context: int =
         seconds.append(min(samples[1:]))
     target.reset()
     # More tokens never take less time; a dip is noise, and would make selectors chase it.
-    seconds = list(itertools.accumulate(seconds, max))
-    return CostCurve(sizes=sizes, seconds=seconds)
+    return list(itertools.accumulate(seconds, max))
 
 
 def _measurable(target: Target, sizes: Sequence[int]) -> list[int]:
@@ -126,8 +180,9 @@ def _cache_file(target: Target, cache=None) -> Path:
     return cache_dir(cache) / "cost-curves" / f"{name}-torch{torch.__version__}.json"
 
 
-def _cached(path: Path, sizes: list[int]) -> CostCurve | None:
-    """The curve stored at ``path`` if it is readable and measured at ``sizes``; a damaged file is reported once."""
+def _cached(path: Path, sizes: list[int], longer: int | None) -> CostCurve | None:
+    """The curve stored at ``path`` if it is readable and measured at ``sizes`` (and over a longer cache when
+    ``longer`` says one fits); a damaged file is reported once."""
     if not path.exists():
         return None
     try:
@@ -136,7 +191,9 @@ def _cached(path: Path, sizes: list[int]) -> CostCurve | None:
         warnings.warn(f"the cost curve cached in {path} is unreadable ({exc}); measuring it again", SpecmixWarning,
                       stacklevel=3)
         return None
-    return curve if list(curve.sizes) == sizes else None
+    if list(curve.sizes) != sizes or (curve.longer is None and longer is not None):
+        return None  # measured at other sizes, or over one cache length where two fit
+    return curve
 
 
 def cost_curve_for(target: Target, cache=None, remeasure: bool = False) -> CostCurve:
@@ -148,7 +205,8 @@ def cost_curve_for(target: Target, cache=None, remeasure: bool = False) -> CostC
     atomically, so an interrupted measurement never leaves half a file.
     """
     path = _cache_file(target, cache)
-    curve = None if remeasure else _cached(path, _measurable(target, DEFAULT_SIZES))
+    sizes = _measurable(target, DEFAULT_SIZES)
+    curve = None if remeasure else _cached(path, sizes, _contexts(target, sizes, CONTEXT, LONGER_CONTEXT)[1])
     if curve is not None:
         return curve
     print(f"specmix: measuring this model's forward time T(N) on {target.device.type} (once; cached in {path.parent})",

@@ -202,7 +202,8 @@ class _Run:
     def context(self, index: int) -> StepContext:
         room = min(self.settings.max_new_tokens - self.produced, self.target.max_length - len(self.tokens))
         return StepContext(step=index, tokens=self.buffer[: len(self.tokens)], settings=self.settings,
-                           vocab_size=self.target.vocab_size, max_depth=room - 1, cost=self.cost,
+                           vocab_size=self.target.vocab_size, max_depth=room - 1,
+                           cost=None if self.cost is None else self.cost.at(len(self.tokens)),
                            generator=self.generator, stop_ids=self.stop_ids)
 
     def riders_in_context(self, proposal: Proposal) -> Proposal:

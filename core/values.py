@@ -158,8 +158,8 @@ class StepContext:
     ``tokens`` are the committed ids (prompt and output), ending with the root.
     ``max_depth`` is the deepest a candidate may sit this step: a step commits its
     accepted path and one bonus token, so a path may use all the room left in the output
-    and in the model's context but one place. ``cost`` is the measured cost curve when a
-    component needs it. ``stop_ids`` end generation (the settings' or the model's EOS
+    and in the model's context but one place. ``cost`` is the measured cost curve over this
+    step's context length when a component needs it. ``stop_ids`` end generation (the settings' or the model's EOS
     ids). ``generator`` drives verification sampling only; drafters that sample use their own.
     """
 

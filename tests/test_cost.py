@@ -17,6 +17,18 @@ def test_interpolates_between_and_extrapolates_past_measurements():
     assert curve.time(16) == pytest.approx(2.8)
 
 
+def test_a_curve_over_two_cache_lengths_gives_the_curve_over_any_other():
+    curve = CostCurve(sizes=[1, 8], seconds=[0.05, 0.10], context=256, longer=[0.07, 0.20], longer_context=1024)
+    assert curve.at(256).seconds == pytest.approx((0.05, 0.10))
+    assert curve.at(640).seconds == pytest.approx((0.06, 0.15))
+    assert curve.at(1792).seconds == pytest.approx((0.09, 0.30))  # extrapolated past the longer one
+    assert curve.at(0).seconds == pytest.approx((0.05 - 0.02 / 3, 0.10 - 0.10 / 3))
+    assert min(curve.at(-10_000).seconds) == pytest.approx(0.05 / 4)  # never below a quarter
+    single = CostCurve(sizes=[1, 8], seconds=[0.05, 0.10])
+    assert single.at(5000) is single
+    assert CostCurve.from_json(curve.to_json()) == curve
+
+
 def test_bad_curves_are_refused():
     with pytest.raises(ConfigurationError, match="increasing"):
         CostCurve(sizes=(4, 2), seconds=(1.0, 2.0))
@@ -24,6 +36,10 @@ def test_bad_curves_are_refused():
         CostCurve(sizes=(1, 2), seconds=(1.0,))
     with pytest.raises(ConfigurationError, match="positive"):
         CostCurve(sizes=(1,), seconds=(0.0,))
+    with pytest.raises(ConfigurationError, match="longer context"):
+        CostCurve(sizes=(1, 2), seconds=(1.0, 2.0), context=256, longer=(3.0,), longer_context=1024)
+    with pytest.raises(ConfigurationError, match="both context lengths"):
+        CostCurve(sizes=(1, 2), seconds=(1.0, 2.0), longer=(3.0, 4.0))
 
 
 def test_best_size_trades_acceptance_against_forward_time():
@@ -63,6 +79,7 @@ def test_measured_curves_are_cached_per_model_device_and_dtype(tmp_path, monkeyp
     target = Target(tiny_model(max_length=64))
     quick = measure(target, sizes=(1, 2, 4), context=8, repeats=1)
     assert quick.sizes == (1, 2, 4) and all(s > 0 for s in quick.seconds)
+    assert (quick.context, quick.longer_context) == (8, 64 - 4 - 1) and len(quick.longer) == 3  # as long as fits
     curve = cost_curve_for(target)
     files = list((tmp_path / "cost-curves").glob("*float64*.json"))
     assert len(files) == 1
