@@ -7,7 +7,9 @@ proposed as well. Adding a drafter speeds decoding up exactly when its tokens pe
 beat the step's own rate (alone: plain decoding's), so a drafter is asked while its
 recent gain per second, with some optimism, is at least the recent tokens per second of
 the whole step. Both are ratios of discounted sums, so steps where a drafter proposes
-nothing (and costs next to nothing) barely move its ratio. One that falls below sits steps
+nothing (and costs next to nothing) barely move its ratio, and a drafter whose recent cost
+is below ``free`` of a step (a lookup that finds nothing) is always asked: it cannot slow
+a step by more than noise. One that falls below sits steps
 out (its state still learns from every verdict); after ``revisit`` steps out it is asked
 again for a trial of ``trial`` steps, measured afresh, so that a bad stretch never switches
 it off for good. Every drafter starts on such a trial.
@@ -17,10 +19,13 @@ from __future__ import annotations
 
 
 class DrafterPayoff:
-    def __init__(self, drafters: int, memory: float = 24.0, revisit: int = 16, trial: int = 3, optimism: float = 1.25):
-        if drafters < 1 or memory < 1 or revisit < 1 or trial < 1 or optimism < 1:
-            raise ValueError("a payoff needs at least one drafter, memory, revisit and trial >= 1 and optimism >= 1")
+    def __init__(self, drafters: int, memory: float = 24.0, revisit: int = 16, trial: int = 3, optimism: float = 1.25,
+                 free: float = 0.02):
+        if drafters < 1 or memory < 1 or revisit < 1 or trial < 1 or optimism < 1 or not 0 <= free < 1:
+            raise ValueError("a payoff needs at least one drafter, memory, revisit and trial >= 1, optimism >= 1 "
+                             "and free in [0, 1)")
         self.drafters, self.memory, self.revisit, self.trial, self.optimism = drafters, memory, revisit, trial, optimism
+        self.free = free
         self.reset()
 
     def reset(self) -> None:
@@ -29,15 +34,18 @@ class DrafterPayoff:
         self.seen = [0] * count  # steps measured since the last trial began
         self.idle = [0] * count  # steps sat out in a row
         self.trial_left = [self.trial] * count
-        self.tokens = self.seconds = 0.0
+        self.tokens = self.seconds = self.steps = 0.0
 
     def rate(self) -> float:
         """The whole step's recent tokens per second (0 before the first step)."""
         return self.tokens / self.seconds if self.seconds else 0.0
 
     def pays(self, drafter: int) -> bool:
-        """Whether ``drafter``'s recent tokens per second, with optimism, reach the whole step's."""
-        return self.optimism * self.gain[drafter] >= self.rate() * self.cost[drafter]
+        """Whether ``drafter`` costs next to nothing, or its recent tokens per second, with optimism, reach the step's."""
+        cost = self.cost[drafter]
+        if self.steps and cost <= self.free * self.seconds / self.steps:
+            return True
+        return self.optimism * self.gain[drafter] >= self.rate() * cost
 
     def asks(self) -> list[bool]:
         """Which drafters draft this step: those on trial and those that pay."""
@@ -54,6 +62,7 @@ class DrafterPayoff:
         keep = 1.0 - 1.0 / self.memory
         self.tokens = self.tokens * keep + committed
         self.seconds = self.seconds * keep + seconds
+        self.steps = self.steps * keep + 1
         for d in range(self.drafters):
             if not asked[d]:
                 self.idle[d] += 1

@@ -45,7 +45,16 @@ def test_optimism_keeps_a_drafter_that_nearly_pays():
     assert not strict.asks()[0] and lenient.asks()[0]
 
 
-@pytest.mark.parametrize("bad", [dict(drafters=0), dict(drafters=1, trial=0), dict(drafters=1, optimism=0.5)])
+def test_a_drafter_that_costs_next_to_nothing_is_always_asked():
+    payoff = DrafterPayoff(1, trial=1, free=0.02)
+    log = _run(payoff, 30, gains=[0.0], costs=[0.001])  # a lookup that finds nothing: 1 ms of a 100 ms step
+    assert all(asked[0] for asked in log)
+    payoff = DrafterPayoff(1, trial=1, free=0.0)
+    assert not any(asked[0] for asked in _run(payoff, 30, gains=[0.0], costs=[0.001])[1:16])
+
+
+@pytest.mark.parametrize("bad", [dict(drafters=0), dict(drafters=1, trial=0), dict(drafters=1, optimism=0.5),
+                                 dict(drafters=1, free=1.0)])
 def test_a_payoff_refuses_settings_that_cannot_work(bad):
     with pytest.raises(ValueError):
         DrafterPayoff(**bad)
