@@ -176,8 +176,9 @@ class Mix:
 
     def settle(self, verdict: Verdict, spent: Sequence[float], seconds: dict[str, float], committed: int,
                cost: CostCurve | None) -> None:
-        """Tell the payoff what each asked drafter gained (accepted nodes only it proposed) and added to the step
-        (its own pass, ``spent``, and the forward time of the nodes only it proposed and of its riders)."""
+        """Tell the payoff what each asked drafter gained (its share of the accepted nodes, split among the drafters
+        that proposed each) and added to the step (its own pass, ``spent``, and the forward time of the nodes only it
+        proposed and of its riders)."""
         if self.payoff is None:
             return
         tree = verdict.tree
@@ -187,9 +188,10 @@ class Mix:
         for node in range(1, tree.size):
             sources = self.claims[mapped[node]]
             if len(sources) == 1:
-                (source,) = sources
-                owned[source] += 1
-                gains[source] += node in accepted
+                owned[next(iter(sources))] += 1
+            if node in accepted:  # shared: each gets its share, so that two drafters that agree do not both go quiet
+                for source in sources:
+                    gains[source] += 1.0 / len(sources)
         forward = tree.size + sum(self.rider_counts)
         costs = []
         for source in range(self.drafters):
