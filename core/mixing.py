@@ -48,12 +48,13 @@ class Solo:
 
     def settle(self, verdict: Verdict, spent: Sequence[float], seconds: dict[str, float], committed: int,
                cost: CostCurve | None) -> None:
-        """Tell the payoff what the drafter gained (the accepted nodes) and added to the step (its pass, ``spent``,
-        and the forward time of its nodes and riders)."""
+        """Tell the payoff what the drafter gained (the accepted nodes) and added to the step that the selector
+        did not price: its pass, ``spent``, and the forward time of its riders."""
         if self.payoff is None:
             return
         riders = 0 if verdict.rider_logits is None else verdict.rider_logits.shape[0]
-        added = spent[0] + cost.time(verdict.tree.size + riders) - cost.time(1)
+        forward = verdict.tree.size + riders
+        added = spent[0] + cost.time(forward) - cost.time(forward - riders)
         self.payoff.record(self.asked, [float(len(verdict.path))], [added], committed, sum(seconds.values()))
 
     def share(self, verdict: Verdict) -> list[Verdict]:
@@ -177,24 +178,17 @@ class Mix:
     def settle(self, verdict: Verdict, spent: Sequence[float], seconds: dict[str, float], committed: int,
                cost: CostCurve | None) -> None:
         """Tell the payoff what each asked drafter gained (its share of the accepted nodes, split among the drafters
-        that proposed each) and added to the step (its own pass, ``spent``, and the forward time of the nodes only it
-        proposed and of its riders)."""
+        that proposed each) and added to the step that the selector did not price: its own pass, ``spent``, and the
+        forward time of its riders."""
         if self.payoff is None:
             return
-        tree = verdict.tree
-        mapped = self._merged(tree)
-        owned, gains = [0] * self.drafters, [0.0] * self.drafters
-        accepted = set(verdict.path)
-        for node in range(1, tree.size):
+        mapped = self._merged(verdict.tree)
+        gains = [0.0] * self.drafters
+        for node in verdict.path:  # shared: each gets its share, so that two drafters that agree do not both go quiet
             sources = self.claims[mapped[node]]
-            if len(sources) == 1:
-                owned[next(iter(sources))] += 1
-            if node in accepted:  # shared: each gets its share, so that two drafters that agree do not both go quiet
-                for source in sources:
-                    gains[source] += 1.0 / len(sources)
-        forward = tree.size + sum(self.rider_counts)
-        costs = []
-        for source in range(self.drafters):
-            added = owned[source] + self.rider_counts[source]
-            costs.append(spent[source] + cost.time(forward) - cost.time(forward - added))
+            for source in sources:
+                gains[source] += 1.0 / len(sources)
+        forward = verdict.tree.size + sum(self.rider_counts)
+        costs = [spent[source] + cost.time(forward) - cost.time(forward - self.rider_counts[source])
+                 for source in range(self.drafters)]
         self.payoff.record(self.asked, gains, costs, committed, sum(seconds.values()))

@@ -1,5 +1,7 @@
 """Drafters of a mix that do not pay sit steps out, come back on trial, and output stays the target's own."""
 
+import time
+
 import pytest
 
 from specmix import Capability, DecodeSettings, Drafter, Proposal, TokenTree, hookimpl
@@ -61,13 +63,14 @@ def test_a_payoff_refuses_settings_that_cannot_work(bad):
 
 
 class _Counting(Drafter):
-    """Proposes a token the target never takes (the vocabulary's last), counting its calls."""
+    """Proposes, after a slow pass, a token the target never takes (the vocabulary's last), counting its calls."""
 
     produces = frozenset({Capability.TREE})
     proposed = observed = 0
 
     def propose(self, ctx):
         type(self).proposed += 1
+        time.sleep(0.01)  # a pass that costs more than the tiny target's whole step
         paths = [[ctx.vocab_size - 1]] if ctx.max_depth else []
         return Proposal(tree=TokenTree.from_paths(ctx.root, paths, ctx.vocab_size))
 
