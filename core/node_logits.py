@@ -57,6 +57,10 @@ class NodeLogits:
                 self._have[node] = True
         return self._full[list(nodes)]
 
+    def __getitem__(self, node: int) -> torch.Tensor:
+        """``[V]`` at ``node``, as a row of a logits tensor would be."""
+        return self.row(node)
+
     def row(self, node: int, along: Sequence[int] = ()) -> torch.Tensor:
         """``[V]`` at ``node``; when it must be computed, the rows ``along`` (where a walk may go next) come with it."""
         if not self._have[node]:

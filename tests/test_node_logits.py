@@ -30,7 +30,8 @@ def test_rows_are_computed_once_when_first_asked_for_with_what_comes_along():
     assert calls == [3] and logits.computed == 3 and logits.known() == [2, 3, 4]
     logits.row(3, along=[5])  # already there: no call, and nothing comes along
     assert calls == [3]
-    assert torch.allclose(logits.all(), final @ weight.T) and calls == [3, 3] and logits.computed == 6
+    assert torch.allclose(logits[0], final[0] @ weight.T) and calls == [3, 1]
+    assert torch.allclose(logits.all(), final @ weight.T) and calls == [3, 1, 2] and logits.computed == 6
 
 
 def test_a_tensor_is_taken_whole():

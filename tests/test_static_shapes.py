@@ -109,10 +109,10 @@ def test_cuda_graphs_replay_exact_greedy_decoding():
 @pytest.mark.parametrize("static", [False, True])
 def test_a_prefill_runs_the_lm_head_over_its_last_token_only(static):
     model = tiny_model("llama")
+    target = Target(model, static=static, capacity=64)  # (building it checks the head once, on a short input)
     rows = []
     hook = model.get_output_embeddings().register_forward_hook(lambda module, args, out: rows.append(args[0].shape[1]))
     try:
-        target = Target(model, static=static, capacity=64)
         prompt = torch.arange(2, 22)
         target.prefill(prompt)
         logits, _ = target.forward(torch.tensor([5]), torch.tensor([20]), torch.ones(1, 1, dtype=torch.bool))
