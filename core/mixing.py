@@ -98,6 +98,7 @@ class Mix:
         self.drafters = drafters
         self.calibration = calibration or Calibration()
         self.payoff = payoff
+        self._mapped_tree = None
 
     def start(self) -> None:
         self.calibration.reset()
@@ -132,6 +133,7 @@ class Mix:
         scores = [0.0] + [math.log(max(self.calibration.estimate(s, depths[n], p) for s, p in claims[n].items()))
                           for n in range(1, len(tokens))]
         self.claims, self.depths, self.index = claims, depths, index
+        self._mapped_tree = None
         riders, self.rider_starts = combined_riders(proposals)
         self.rider_counts = [0 if p is None or p.riders is None else p.riders.count for p in proposals]
         present = [p for p in proposals if p is not None]
@@ -150,11 +152,14 @@ class Mix:
         return views
 
     def _merged(self, tree: TokenTree) -> list[int]:
-        """The merged node each node of ``tree`` is: the selector and the room left keep a subtree of the merge."""
-        mapped = [0]
-        for node in range(1, tree.size):
-            mapped.append(self.index[(mapped[tree.parent_list[node]], tree.token_list[node])])
-        return mapped
+        """The merged node each node of ``tree`` is: the selector and the room left keep a subtree of the merge.
+        Learning, credit and payoff all ask for the verified tree's, so the last answer is kept."""
+        if self._mapped_tree is not tree:
+            mapped = [0]
+            for node in range(1, tree.size):
+                mapped.append(self.index[(mapped[tree.parent_list[node]], tree.token_list[node])])
+            self._mapped_tree, self._mapped = tree, mapped
+        return self._mapped
 
     def _learn(self, verdict: Verdict) -> None:
         """Every verified node whose parent the walk reached: accepted if the walk went on through it."""

@@ -41,6 +41,10 @@ class NodeLogits:
         """How many rows have been computed so far (all of them for whole logits)."""
         return sum(self._have)
 
+    def has(self, node: int) -> bool:
+        """Whether ``node``'s row is computed already."""
+        return self._have[node]
+
     def known(self) -> list[int]:
         """The nodes whose rows have been computed so far, in order: what can be read for free."""
         return [node for node, have in enumerate(self._have) if have]

@@ -12,24 +12,29 @@ AHEAD = 3
 to go next: one call of the head over a few rows costs little more than over one."""
 
 
-def likely_next(tree, node: int, count: int = AHEAD) -> list[int]:
-    """The ``count`` nodes below ``node`` along its most probable children (the first child without draft scores)."""
-    chain, scores = [], None if tree.logprobs is None else tree.logprobs.tolist()
-    while len(chain) < count and tree.children[node]:
-        children = tree.children[node]
-        node = children[0] if scores is None else max(children, key=scores.__getitem__)
-        chain.append(node)
-    return chain
-
-
-class _Argmaxes:
-    """The target's argmax at each node, as a sequence the greedy walk indexes, computed as the walk goes."""
+class _Rows:
+    """The target's logits at the nodes a walk reaches; a row computed now brings the next ``AHEAD`` nodes
+    along the node's most probable children (its first children, without draft scores)."""
 
     def __init__(self, tree, logits: NodeLogits):
         self.tree, self.logits = tree, logits
+        self.scores = None if tree.logprobs is None else tree.logprobs.tolist()
+
+    def likely_next(self, node: int) -> list[int]:
+        chain, children = [], self.tree.children
+        while len(chain) < AHEAD and children[node]:
+            node = children[node][0] if self.scores is None else max(children[node], key=self.scores.__getitem__)
+            chain.append(node)
+        return chain
+
+    def __call__(self, node: int) -> torch.Tensor:
+        if self.logits.has(node):
+            return self.logits[node]
+        return self.logits.row(node, self.likely_next(node))
 
     def __getitem__(self, node: int) -> int:
-        return int(self.logits.row(node, likely_next(self.tree, node)).argmax())
+        """The argmax at ``node``, as the greedy walk indexes it."""
+        return int(self(node).argmax())
 
 
 class TreeVerifier(Verifier):
@@ -49,14 +54,14 @@ class TreeVerifier(Verifier):
     def accept(self, tree, logits, ctx):
         """The accepted path and bonus token, given the target's logits at the tree's nodes (a tensor or
         :class:`NodeLogits`, of which only the rows the walk reaches are read)."""
-        logits = NodeLogits.of(logits)
+        rows = _Rows(tree, NodeLogits.of(logits))
         if ctx.settings.greedy:
-            return greedy_walk(tree, _Argmaxes(tree, logits))
+            return greedy_walk(tree, rows)
         processors = warpers(ctx.settings)
 
         def probs_at(node):
             path_ids = torch.cat([ctx.tokens, tree.tokens[tree.path(node)]])
-            return target_probs(logits.row(node, likely_next(tree, node)), path_ids, processors)
+            return target_probs(rows(node), path_ids, processors)
 
         walk = sample_walk if tree.draft_q is None else rejection_walk
         return walk(tree, probs_at, ctx.generator)

@@ -4,8 +4,8 @@ Each step the progressive draft tree rides in the verification forward as riders
 target's argmax at each rider grows the tree, and every rider's subtree is merged into
 a pool of continuations keyed by its token. The candidate tree for the next step is the
 pool's trie for the last committed token, which also learns the target's argmax at every
-verified node whose logits the verifier computed. Candidates are deterministic (argmaxes), so sampling uses
-sample-and-match and stays exact.
+verified node whose logits the verifier computed. Candidates are deterministic (argmaxes),
+so sampling uses sample-and-match and stays exact.
 """
 
 from __future__ import annotations
