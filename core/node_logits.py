@@ -10,17 +10,48 @@ come whole from its forward, as before.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 import torch
+
+MAX_WIDTH = 8
+"""The most rows :func:`head_width` considers for one call of the head."""
+
+
+@torch.no_grad()
+def head_width(head: torch.nn.Module, repeats: int = 5, slack: float = 1.25) -> int:
+    """How many rows one call of ``head`` takes for about the price of one: the most, up to :data:`MAX_WIDTH`,
+    whose fastest of ``repeats`` calls costs at most ``slack`` times one row's.
+
+    Kernels change at sizes of their own (on a two-core CPU, four rows of a large head cost
+    twice what three do), so the width is measured, not assumed.
+    """
+    weight = head.weight
+    rows = torch.zeros(MAX_WIDTH, weight.shape[1], dtype=weight.dtype, device=weight.device)
+    best = [float("inf")] * (MAX_WIDTH + 1)
+    for _ in range(repeats):
+        for width in range(1, MAX_WIDTH + 1):
+            if weight.device.type == "cuda":
+                torch.cuda.synchronize(weight.device)
+            start = time.perf_counter()
+            head(rows[:width])
+            if weight.device.type == "cuda":
+                torch.cuda.synchronize(weight.device)
+            best[width] = min(best[width], time.perf_counter() - start)
+    return max(width for width in range(1, MAX_WIDTH + 1) if best[width] <= slack * best[1])
 
 
 class NodeLogits:
     """Logits ``[N, V]`` at a tree's nodes, whole (:meth:`of` a tensor) or per row (:meth:`lazy`)."""
 
     def __init__(self, rows: int, vocab: int, full: torch.Tensor | None = None,
-                 final: torch.Tensor | None = None, head: Callable[[torch.Tensor], torch.Tensor] | None = None):
+                 final: torch.Tensor | None = None, head: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                 width: int = 1):
         self.shape = (rows, vocab)
+        self.width = width
+        """How many rows one call of the head takes for about the price of one: a reader asking for a row
+        may bring ``width - 1`` more with it."""
         self._full, self._final, self._head = full, final, head
         self._have = [full is not None] * rows
 
@@ -32,9 +63,11 @@ class NodeLogits:
         return cls(value.shape[0], value.shape[-1], full=value)
 
     @classmethod
-    def lazy(cls, final: torch.Tensor, head: Callable[[torch.Tensor], torch.Tensor], vocab: int) -> NodeLogits:
-        """Logits ``head(final[i])`` for each row ``i`` of ``final [N, D]``, computed when first asked for."""
-        return cls(final.shape[0], vocab, final=final, head=head)
+    def lazy(cls, final: torch.Tensor, head: Callable[[torch.Tensor], torch.Tensor], vocab: int,
+             width: int = 1) -> NodeLogits:
+        """Logits ``head(final[i])`` for each row ``i`` of ``final [N, D]``, computed when first asked for
+        (``width``: see :attr:`width`)."""
+        return cls(final.shape[0], vocab, final=final, head=head, width=width)
 
     @property
     def computed(self) -> int:

@@ -11,7 +11,7 @@ import torch
 from specmix.attention import FLEX, backend_of, tree_mask
 from specmix.errors import ConfigurationError
 from specmix.kv_cache import PreallocatedCache
-from specmix.node_logits import NodeLogits
+from specmix.node_logits import NodeLogits, head_width
 from specmix.static_shapes import INITIAL_CAPACITY, StaticShapes
 from specmix.tree import TokenTree
 from specmix.values import Riders
@@ -113,7 +113,9 @@ class Target:
             static = cuda and not flex
         self._static = StaticShapes(model, graphs=cuda, capacity=capacity) if static else None
         self._decoder = None if static else _plain_head_decoder(model, self._head)
+        self._head_width = 1
         if self._decoder is not None:
+            self._head_width = head_width(self._head)
             known = inspect.signature(self._decoder.forward).parameters
             self._decoder_cache_keyword = "cache" if "cache" in known else "past_key_values"
         self.reset()
@@ -197,7 +199,7 @@ class Target:
             return TreeOutputs(logits[:size], None if riders is None else logits[size:],
                                {layer: states[:size] for layer, states in hidden.items()})
         final, hidden = self._forward_final(ids, positions, visible, layers)
-        return TreeOutputs(NodeLogits.lazy(final[:size], self._head, self.vocab_size),
+        return TreeOutputs(NodeLogits.lazy(final[:size], self._head, self.vocab_size, self._head_width),
                            None if riders is None else self._head(final[size:]),
                            {layer: states[:size] for layer, states in hidden.items()})
 

@@ -1,12 +1,14 @@
 """The LM head runs only on the rows a walk reads, where the model's logits are plainly its head's; exact either way."""
 
+import time
+
 import pytest
 import torch
 import transformers
 
 from specmix import DecodeSettings, StepContext, Target, TokenTree
-from specmix.node_logits import NodeLogits
-from specmix.plugins.basic.tree_verifier import AHEAD, TreeVerifier
+from specmix.node_logits import NodeLogits, head_width
+from specmix.plugins.basic.tree_verifier import TreeVerifier
 from specmix.testing import tiny_model
 from specmix.testing.models import tolerance
 
@@ -34,6 +36,25 @@ def test_rows_are_computed_once_when_first_asked_for_with_what_comes_along():
     assert torch.allclose(logits.all(), final @ weight.T) and calls == [3, 1, 2] and logits.computed == 6
 
 
+class _SteppedHead(torch.nn.Module):
+    """A head whose calls cost one price up to ``cheap`` rows and three times it above, as CPU kernels do."""
+
+    def __init__(self, cheap):
+        super().__init__()
+        self.weight, self.cheap, self.widths = torch.nn.Parameter(torch.zeros(5, 4)), cheap, set()
+
+    def forward(self, rows):
+        self.widths.add(rows.shape[0])
+        time.sleep(0.01 if rows.shape[0] <= self.cheap else 0.03)
+        return rows @ self.weight.T
+
+
+@pytest.mark.parametrize("cheap", [1, 3])
+def test_the_head_width_is_the_most_rows_one_call_takes_for_the_price_of_one(cheap):
+    head = _SteppedHead(cheap)
+    assert head_width(head, repeats=2) == cheap and head.widths == set(range(1, 9))
+
+
 def test_a_tensor_is_taken_whole():
     whole = torch.randn(3, 7)
     logits = NodeLogits.of(whole)
@@ -57,7 +78,8 @@ def test_a_plain_head_runs_on_the_rows_a_greedy_walk_reads_and_they_are_the_mode
     ctx = StepContext(step=0, tokens=torch.tensor(prompt), settings=DecodeSettings(), vocab_size=target.vocab_size,
                       max_depth=10)
     path, bonus = TreeVerifier().accept(tree, out.node_logits, ctx)
-    assert out.node_logits.computed <= (len(path) // (1 + AHEAD) + 1) * (1 + AHEAD)
+    width = out.node_logits.width
+    assert out.node_logits.computed <= (len(path) // width + 1) * width
     for node in range(tree.size):  # every row, computed now, is the model's own logit at that position
         ids = torch.tensor([prompt + chain[:node]])
         expected = model(input_ids=ids).logits[0, -1]

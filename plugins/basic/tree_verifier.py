@@ -7,14 +7,10 @@ from specmix.acceptance import greedy_walk, rejection_walk, sample_walk
 from specmix.node_logits import NodeLogits
 from specmix.sampling import target_probs, warpers
 
-AHEAD = 3
-"""When the walk needs a node's logits, the head also runs on this many nodes below it, where the walk is likeliest
-to go next: one call of the head over a few rows costs little more than over one."""
-
-
 class _Rows:
-    """The target's logits at the nodes a walk reaches; a row computed now brings the next ``AHEAD`` nodes
-    along the node's most probable children (its first children, without draft scores)."""
+    """The target's logits at the nodes a walk reaches. One call of the head over a few rows costs about what one
+    row does (:attr:`NodeLogits.width`), so a row computed now brings that many more nodes along the node's most
+    probable children (its first children, without draft scores), where the walk is likeliest to go next."""
 
     def __init__(self, tree, logits: NodeLogits):
         self.tree, self.logits = tree, logits
@@ -22,7 +18,7 @@ class _Rows:
 
     def likely_next(self, node: int) -> list[int]:
         chain, children = [], self.tree.children
-        while len(chain) < AHEAD and children[node]:
+        while len(chain) < self.logits.width - 1 and children[node]:
             node = children[node][0] if self.scores is None else max(children[node], key=self.scores.__getitem__)
             chain.append(node)
         return chain
