@@ -9,7 +9,7 @@ Start with :func:`load` (names in, a decoder out), the interfaces in
 
 from specmix.api import load
 from specmix.capabilities import Capability
-from specmix.composition import Composition, Method
+from specmix.composition import FALLBACK_RANK, Composition, Method
 from specmix.cost import CostCurve
 from specmix.engine import Decoder
 from specmix.errors import (
@@ -18,6 +18,7 @@ from specmix.errors import (
     MalformedTreeError,
     PluginError,
     SpecmixError,
+    SpecmixWarning,
     UnknownComponentError,
 )
 from specmix.hookspecs import hookimpl
@@ -30,8 +31,9 @@ from specmix.tree import TokenTree
 from specmix.values import Generation, Marginals, Proposal, Riders, Step, StepContext, StepStats, Verdict
 
 __all__ = [
-    "Capability", "Composition", "CompositionError", "ConfigurationError", "CostCurve", "DecodeSettings", "Decoder",
-    "Drafter", "Generation", "MalformedTreeError", "Marginals", "Method", "PluginError", "Proposal", "ReachSelector",
-    "Registry", "Riders", "Selector", "SpecmixError", "Step", "StepContext", "StepStats", "Target", "TokenTree",
-    "Trainer", "TreeBuilder", "UnknownComponentError", "Verdict", "Verifier", "hookimpl", "load",
+    "FALLBACK_RANK", "Capability", "Composition", "CompositionError", "ConfigurationError", "CostCurve",
+    "DecodeSettings", "Decoder", "Drafter", "Generation", "MalformedTreeError", "Marginals", "Method", "PluginError",
+    "Proposal", "ReachSelector", "Registry", "Riders", "Selector", "SpecmixError", "SpecmixWarning", "Step",
+    "StepContext", "StepStats", "Target", "TokenTree", "Trainer", "TreeBuilder", "UnknownComponentError", "Verdict",
+    "Verifier", "hookimpl", "load",
 ]

@@ -6,6 +6,12 @@ a pool's shares), so a mix compares them after calibration: per drafter, per dep
 took when it reached their parent. Each band starts from its own claim (a Beta prior worth
 two observations), keeps about ``memory`` recent observations, and adds ``explore``
 standard deviations of optimism, so that no drafter is written off after a bad stretch.
+
+The optimism is kept small because the selector sizes the merged tree by these estimates:
+at one standard deviation every node of a mix looked likelier than it was, and on MT-bench
+(default model, greedy) the mix verified 18 positions a step for 13.2 tokens/s, against
+9.6 positions and 16.8 tokens/s with none. A quarter keeps bands that were rarely tried in
+play; the lookup's own odds and the payoff's trials explore too.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ EDGES = (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.85)
 
 
 class Calibration:
-    def __init__(self, memory: float = 256.0, explore: float = 1.0, weight: float = 2.0):
+    def __init__(self, memory: float = 256.0, explore: float = 0.25, weight: float = 2.0):
         self.keep, self.explore, self.weight = 1.0 - 1.0 / memory, explore, weight
         self.reset()
 

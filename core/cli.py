@@ -176,11 +176,12 @@ def _methods(args) -> int:
     from specmix.registry import Registry
 
     registry = Registry.load()
+    default = registry.default_method()
     for name in registry.names("method"):
         registration = registry.get("method", name)
         method = registration.factory
         parts = " + ".join(f"{kind} {getattr(method, kind)}" for kind in KINDS)
-        print(f"{name}: {parts}  [plugin {registration.plugin}]{'  (default)' if method.default else ''}")
+        print(f"{name}: {parts}  [plugin {registration.plugin}]{'  (default)' if name == default else ''}")
         if method.options:
             print(f"    options: {json.dumps(method.options)}")
         if method.description:

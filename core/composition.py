@@ -17,11 +17,18 @@ def _options(value) -> Mapping:
     return {kind: dict(value.get(kind, {})) for kind in KINDS if value.get(kind)}
 
 
+FALLBACK_RANK = 1
+"""The default rank of a method that runs only where no installed method is offered higher (``default=True``)."""
+
+
 @attrs.frozen
 class Method:
     """A named preset: one component of each kind, with options per kind.
 
-    ``default`` marks the method that runs when a caller names none (one per installation).
+    ``default`` offers the method as the one that runs when a caller names none, at a rank:
+    0 (or False) not at all; of the installed methods offered, the highest rank runs. The
+    built-in ``vanilla`` is offered at :data:`FALLBACK_RANK` (True), so a plugin that offers a
+    method at a higher rank replaces plain decoding as the default while it is installed.
     """
 
     name: str
@@ -31,7 +38,7 @@ class Method:
     verifier: str
     options: Mapping[str, Mapping] = attrs.field(factory=dict, converter=_options, eq=False)
     description: str = ""
-    default: bool = False
+    default: int = attrs.field(default=0, converter=int, validator=attrs.validators.ge(0))
 
     def __attrs_post_init__(self):
         unknown = set(self.options) - set(KINDS)

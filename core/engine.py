@@ -132,9 +132,11 @@ class Decoder:
             if reason is None:
                 contract.check_cache(verifier, self.target, run.tokens, new=len(verdict.path) + 1)
             with clock("observe"):
-                for drafter, view in zip(drafters, self._mix.share(verdict)):
+                for source, (drafter, view) in enumerate(zip(drafters, self._mix.share(verdict))):
+                    began = time.perf_counter()
                     with drafter.blame("observe"):
                         drafter.component.observe(view, ctx)
+                    spent[source] += time.perf_counter() - began
             self._mix.settle(verdict, spent, clock.seconds, len(committed), ctx.cost)
             yield run.step(committed, reason, _stats(index, verified, verdict, committed, clock, self._mix.credit(verdict),
                                                          asks))

@@ -52,8 +52,9 @@ def register_methods(register: Callable[[Method], None]) -> None:
     """Register named presets: ``register(specmix.Method(name="vanilla", drafter="none", ...))``.
 
     A method names one component of each kind and their options; components may come
-    from other plugins, and the composition is checked when the method is used. One
-    installed method is marked ``default=True``: it runs when a caller names none.
+    from other plugins, and the composition is checked when the method is used. A method
+    offered as ``default`` (a rank; ``True`` is the fallback rank the built-in ``vanilla``
+    has) runs when a caller names none, the highest-ranked one where several are offered.
     """
 
 

@@ -196,14 +196,25 @@ class Registry:
     def method(self, name: str) -> Method:
         return self.get("method", name).factory
 
+    def default_methods(self) -> list[str]:
+        """The methods plugins offer as ``default``, highest rank first: the first that runs on a target is its
+        default (one offered method per rank)."""
+        offered = sorted((r for r in self.entries["method"].values() if r.factory.default),
+                         key=lambda r: -r.factory.default)
+        if not offered:
+            raise ConfigurationError("no installed method is offered as the default; name a method or its components")
+        for rank, same in itertools.groupby(offered, key=lambda r: r.factory.default):
+            same = list(same)
+            if len(same) > 1:
+                found = ", ".join(f"'{r.name}' (plugin '{r.plugin}')" for r in same)
+                raise ConfigurationError(f"two installed methods are offered as the default at one rank: found "
+                                         f"{found} at rank {rank}; name a method or its components")
+        return [r.name for r in offered]
+
     def default_method(self) -> str:
-        """The name of the method that runs when a caller names none: the one a plugin marks ``default``."""
-        marked = [r for r in self.entries["method"].values() if r.factory.default]
-        if len(marked) != 1:
-            found = ", ".join(f"'{r.name}' (plugin '{r.plugin}')" for r in marked) or "none"
-            raise ConfigurationError(f"exactly one installed method must be marked default, found {found}; "
-                                     "name a method or its components")
-        return marked[0].name
+        """The method that runs when a caller names none, where its components run on the target: the one offered
+        as ``default`` at the highest rank."""
+        return self.default_methods()[0]
 
     def trainer(self, name: str) -> Trainer:
         """The training recipe ``name``, ready to add its arguments and run."""

@@ -63,10 +63,18 @@ def test_text_stream_holds_back_split_characters(default):
 
 
 def test_cli_generate_prints_text_and_statistics(capsys):
-    assert main(["generate", "Say hello.", "--max-new-tokens", "8", "--stats"]) == 0
+    assert main(["generate", "Say hello.", "--max-new-tokens", "8", "--stats", "--method", "vanilla"]) == 0
     out, err = capsys.readouterr()
     assert out.strip()
     assert re.search(r"\[none\+drafted\+all\+tree\] \d+ tokens in \d+ target forwards: tau 1\.00, [\d.]+ tokens/s", err)
+
+
+def test_the_default_method_on_the_default_model_is_the_highest_ranked_that_runs_on_it(capsys):
+    default = Registry.load().default_method()
+    assert main(["generate", "Say hello.", "--max-new-tokens", "8", "--stats"]) == 0
+    err = capsys.readouterr().err
+    label = Registry.load().compose(default).label
+    assert f"[{label}]" in err and "does not run on this model" not in err
 
 
 def test_cli_reports_bad_names_without_a_traceback(capsys):

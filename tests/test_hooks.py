@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 
 from specmix import (
+    FALLBACK_RANK,
     Capability,
     ConfigurationError,
     DecodeSettings,
     Drafter,
     Method,
+    PluginError,
     Proposal,
     Registry,
     Selector,
@@ -24,6 +26,7 @@ from specmix import (
     load,
 )
 from specmix.bench_report import Run
+from specmix.errors import SpecmixWarning
 from specmix.interfaces import Baseline
 from specmix.plugins.basic.tree_verifier import TreeVerifier
 from specmix.testing import reference_greedy, tiny_model
@@ -165,22 +168,67 @@ def test_hook_register_verifiers(everything):
 def test_hook_register_methods(everything):
     decoder = _greedy(load(tiny_model(), "echo-method", registry=everything))
     assert decoder.composition.label == "echo+first-child+all+counting"
-    assert everything.default_method() == "vanilla"  # the built-ins mark one
-    assert load(tiny_model(), registry=everything).composition.label == "none+drafted+all+tree"
+    assert everything.get("method", "vanilla").factory.default == FALLBACK_RANK  # plain decoding, where nothing is above
 
 
-def test_two_default_methods_are_refused_by_name():
-    class Another:
+class Unfit(Drafter):
+    """A drafter trained for some other target: it refuses this one when attached."""
+
+    produces = frozenset({Capability.TREE})
+
+    def attach(self, target):
+        raise ConfigurationError("no weights for this target")
+
+
+class Broken(Unfit):
+    def attach(self, target):
+        raise RuntimeError("a bug")
+
+
+def _offering(*methods):
+    """A registry where each ``(rank, drafter)`` is a method ``mine<i>`` offered as default at that rank."""
+
+    class Offers:
+        @hookimpl
+        def register_drafters(self, register):
+            register("unfit", Unfit)
+            register("broken", Broken)
+
         @hookimpl
         def register_methods(self, register):
-            register(Method(name="mine", drafter="none", builder="drafted", selector="all", verifier="tree", default=True))
+            for index, (rank, drafter) in enumerate(methods):
+                register(Method(name=f"mine{index}", drafter=drafter, builder="drafted", selector="all", verifier="tree",
+                                default=rank))
 
-    registry = Registry.load(extra_plugins=[Another()])
-    with pytest.raises(ConfigurationError, match="found 'mine' \\(plugin 'Another'\\), 'vanilla' \\(plugin 'basic'\\)|"
-                                                 "found 'vanilla' \\(plugin 'basic'\\), 'mine' \\(plugin 'Another'\\)"):
+    return Registry.load(extra_plugins=[Offers()])
+
+
+def test_the_default_is_the_method_offered_at_the_highest_rank():
+    registry = _offering((0, "none"), (50, "none"), (40, "unfit"))
+    assert registry.default_methods()[:2] == ["mine1", "mine2"] and registry.default_method() == "mine1"
+    assert load(tiny_model(), registry=registry).composition.label == "none+drafted+all+tree"
+    with pytest.raises(ValueError):
+        Method(name="bad", drafter="none", builder="drafted", selector="all", verifier="tree", default=-1)
+
+
+def test_a_default_that_does_not_fit_the_target_gives_way_to_the_next_with_a_warning():
+    registry = _offering((60, "unfit"), (50, "none"))
+    with pytest.warns(SpecmixWarning, match="the default method 'mine0' does not run on this model .*no weights for "
+                                            "this target.*; running 'mine1'"):
+        decoder = load(tiny_model(), registry=registry)
+    assert decoder.composition.label == "none+drafted+all+tree"
+    with pytest.raises(PluginError, match="no weights"):  # named, it is not replaced
+        load(tiny_model(), "mine0", registry=registry)
+    with pytest.raises(PluginError, match="a bug"):  # a fault is not a misfit: it is raised
+        load(tiny_model(), registry=_offering((60, "broken"), (50, "none")))
+
+
+def test_two_default_methods_at_one_rank_are_refused_by_name():
+    registry = _offering((50, "none"), (50, "none"))
+    with pytest.raises(ConfigurationError, match="found 'mine0' \\(plugin 'Offers'\\), 'mine1' \\(plugin 'Offers'\\) "
+                                                 "at rank 50"):
         load(tiny_model(), registry=registry)
-    assert load(tiny_model(), "mine", registry=registry).composition.label == "none+drafted+all+tree"
-
+    assert load(tiny_model(), "mine1", registry=registry).composition.label == "none+drafted+all+tree"
 
 def test_hook_register_trainers(everything):
     trainer = everything.trainer("echo")

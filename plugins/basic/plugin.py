@@ -1,6 +1,6 @@
 """Entry point ``basic``: the shared components and the ``vanilla`` method."""
 
-from specmix import Method, hookimpl
+from specmix import FALLBACK_RANK, Method, hookimpl
 from specmix.plugins.basic.all_selector import AllSelector
 from specmix.plugins.basic.best_first_builder import BestFirstBuilder
 from specmix.plugins.basic.budget_selector import BudgetSelector
@@ -42,5 +42,5 @@ def register_methods(register):
         selector="all",
         verifier="tree",
         description="One token per target forward through the full engine: the baseline for overhead.",
-        default=True,
+        default=FALLBACK_RANK,
     ))

@@ -7,6 +7,7 @@ from specmix.acceptance import greedy_walk, rejection_walk, sample_walk
 from specmix.node_logits import NodeLogits
 from specmix.sampling import target_probs, warpers
 
+
 class _Rows:
     """The target's logits at the nodes a walk reaches. One call of the head over a few rows costs about what one
     row does (:attr:`NodeLogits.width`), so a row computed now brings that many more nodes along the node's most

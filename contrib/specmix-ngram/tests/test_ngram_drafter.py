@@ -133,3 +133,15 @@ def test_remembering_can_be_turned_off_and_must_be_a_count():
     assert drafter.carried()["outputs"] == 0 and _propose(drafter, [9, 3, 4]).size == 1
     with pytest.raises(ConfigurationError, match="remember"):
         NgramDrafter(remember=-1)
+
+
+def test_mix_is_the_default_where_its_drafters_fit_and_ngram_where_they_do_not():
+    from specmix import Registry, SpecmixWarning, load
+    from specmix.testing import tiny_model
+
+    registry = Registry.load()
+    assert registry.default_methods()[:3] == ["mix", "ngram", "vanilla"]
+    with pytest.warns(SpecmixWarning, match="the default method 'mix' does not run on this model .*diffusion.*; "
+                                            "running 'ngram'"):
+        decoder = load(tiny_model(), registry=registry)  # no diffusion drafter is trained for a random model
+    assert decoder.composition.label == "ngram+drafted+budget+tree"
