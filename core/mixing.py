@@ -182,17 +182,22 @@ class Mix:
 
     def settle(self, verdict: Verdict, spent: Sequence[float], seconds: dict[str, float], committed: int,
                cost: CostCurve | None) -> None:
-        """Tell the payoff what each asked drafter gained (its share of the accepted nodes, split among the drafters
-        that proposed each) and added to the step that the selector did not price: its own pass, ``spent``, and the
-        forward time of its riders."""
+        """Tell the payoff what each asked drafter gained and added to the step that the selector did not price:
+        its own pass and reading of the verdict, ``spent``, and the forward time of its riders.
+
+        A drafter's gain is what the step would lose without it: the accepted nodes only it proposed. A node several
+        proposed is credited to the cheapest of them (the one a step would keep), split on a tie, so that drafters
+        that agree never all go quiet, and a costly one is not kept for tokens a cheap one brings anyway."""
         if self.payoff is None:
             return
         mapped = self._merged(verdict.tree)
         gains = [0.0] * self.drafters
-        for node in verdict.path:  # shared: each gets its share, so that two drafters that agree do not both go quiet
-            sources = self.claims[mapped[node]]
-            for source in sources:
-                gains[source] += 1.0 / len(sources)
+        for node in verdict.path:
+            sources = list(self.claims[mapped[node]])
+            cheapest = min(self.payoff.cost[source] for source in sources)
+            credited = [source for source in sources if self.payoff.cost[source] == cheapest]
+            for source in credited:
+                gains[source] += 1.0 / len(credited)
         forward = verdict.tree.size + sum(self.rider_counts)
         costs = [spent[source] + cost.time(forward) - cost.time(forward - self.rider_counts[source])
                  for source in range(self.drafters)]

@@ -6,27 +6,33 @@ and build) and the forward time its riders add on the curve. Those are a drafter
 and its gain is its share of the accepted tokens (a token two drafters proposed counts
 half for each). Adding a drafter speeds decoding up exactly when its tokens per second
 beat the step's own rate (alone: plain decoding's), so a drafter is asked while its
-recent gain per second, with some optimism, is at least the recent tokens per second of
-the whole step. Both are ratios of discounted sums, so steps where a drafter proposes
+recent gain per second, times ``optimism`` (none by default: the costs above leave some out,
+such as the head's rows for riders), is at least the recent tokens per second of the
+whole step. Both are ratios of discounted sums, so steps where a drafter proposes
 nothing (and costs next to nothing) barely move its ratio, and a drafter whose recent cost
 is below ``free`` of a step (a lookup that finds nothing) is always asked: it cannot slow
 a step by more than noise. One that falls below sits steps
 out (its state still learns from every verdict); after ``revisit`` steps out it is asked
 again for a trial of ``trial`` steps, measured afresh, so that a bad stretch never switches
-it off for good. Every drafter starts on such a trial.
+it off for good. Each trial that begins doubles the wait before the next (up to
+``longest`` steps) until the drafter pays outside a trial, which brings the wait back to
+``revisit``: on a CPU where a drafter never pays, its trials cost ever less. Every
+drafter starts each generation on a trial; the wait it has earned is kept across them.
 """
 
 from __future__ import annotations
 
 
 class DrafterPayoff:
-    def __init__(self, drafters: int, memory: float = 24.0, revisit: int = 16, trial: int = 3, optimism: float = 1.25,
-                 free: float = 0.02):
-        if drafters < 1 or memory < 1 or revisit < 1 or trial < 1 or optimism < 1 or not 0 <= free < 1:
-            raise ValueError("a payoff needs at least one drafter, memory, revisit and trial >= 1, optimism >= 1 "
-                             "and free in [0, 1)")
+    def __init__(self, drafters: int, memory: float = 24.0, revisit: int = 16, trial: int = 3, optimism: float = 1.0,
+                 free: float = 0.02, longest: int = 256):
+        if (drafters < 1 or memory < 1 or revisit < 1 or trial < 1 or optimism < 1 or not 0 <= free < 1
+                or longest < revisit):
+            raise ValueError("a payoff needs at least one drafter, memory, revisit and trial >= 1, optimism >= 1, "
+                             "free in [0, 1) and longest >= revisit")
         self.drafters, self.memory, self.revisit, self.trial, self.optimism = drafters, memory, revisit, trial, optimism
-        self.free = free
+        self.free, self.longest = free, longest
+        self.wait = [revisit] * drafters  # steps out before the next trial
         self.reset()
 
     def reset(self) -> None:
@@ -52,9 +58,16 @@ class DrafterPayoff:
         """Which drafters draft this step: those on trial and those that pay."""
         asked = []
         for d in range(self.drafters):
-            if self.idle[d] >= self.revisit:
+            if self.idle[d] >= self.wait[d]:
                 self.trial_left[d], self.seen[d] = self.trial, 0
-            asked.append(self.trial_left[d] > 0 or self.pays(d))
+                self.wait[d] = min(2 * self.wait[d], self.longest)
+            if self.trial_left[d] > 0:
+                asked.append(True)
+                continue
+            pays = self.pays(d)
+            if pays:
+                self.wait[d] = self.revisit
+            asked.append(pays)
         return asked
 
     def record(self, asked: list[bool], gains: list[float], costs: list[float], committed: int, seconds: float) -> None:

@@ -7,7 +7,9 @@ import torch
 
 from specmix import DecodeSettings, Proposal, Riders, StepContext, TokenTree
 from specmix.calibration import Calibration
+from specmix.cost import CostCurve
 from specmix.mixing import Mix, combined_riders
+from specmix.payoff import DrafterPayoff
 from specmix.testing import ConformanceSuite, reference_greedy, tiny_model
 from specmix.testing.properties import make_decoder
 from specmix.values import Verdict
@@ -42,6 +44,26 @@ def test_merged_trees_keep_each_node_once_with_its_best_estimate_and_its_drafter
     assert estimates[0] > estimates[1] and float(tree.logprobs[1]) == pytest.approx(math.log(estimates[0]))
     verdict = Verdict(tree=tree, path=(1, 3), bonus=5, logits=torch.zeros(4, 16))
     assert mix.credit(verdict) == (1, 2)  # node 1 came from both, node 3 from the second
+
+
+class _Recording(DrafterPayoff):
+    def record(self, asked, gains, costs, committed, seconds):
+        self.last_gains = gains
+        super().record(asked, gains, costs, committed, seconds)
+
+
+@pytest.mark.parametrize("costs, gains", [((0.001, 0.01), [1.0, 1.0]), ((0.01, 0.001), [0.0, 2.0]),
+                                          ((0.005, 0.005), [0.5, 1.5])])
+def test_a_drafter_gains_the_accepted_nodes_it_alone_proposed_and_shared_ones_go_to_the_cheapest(costs, gains):
+    mix = Mix(2, Calibration(explore=0.0), payoff=_Recording(2))
+    mix.payoff.cost = list(costs)  # the drafters' recent costs per step
+    mix.asks()
+    first = TokenTree(tokens=[0, 1, 2], parents=[-1, 0, 1], vocab_size=16, logprobs=[0, -0.1, -0.5])
+    second = TokenTree(tokens=[0, 1, 3], parents=[-1, 0, 1], vocab_size=16, logprobs=[0, -2.0, -0.2])
+    tree, _ = mix.merge([first, second], [Proposal(tree=first), Proposal(tree=second)], _ctx())
+    verdict = Verdict(tree=tree, path=(1, 3), bonus=5, logits=torch.zeros(4, 16))  # node 1 from both, 3 from the second
+    mix.settle(verdict, [0.0, 0.0], {"verify": 0.1}, 3, CostCurve(sizes=[1, 8], seconds=[0.05, 0.08]))
+    assert mix.payoff.last_gains == gains
 
 
 def test_calibration_learns_that_a_drafter_overclaims():

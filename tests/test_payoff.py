@@ -31,6 +31,18 @@ def test_a_drafter_whose_tokens_cost_more_than_the_mix_rate_sits_out_and_is_retr
     assert sum(second) < len(second) / 2
 
 
+def test_each_trial_that_fails_doubles_the_wait_before_the_next_and_paying_resets_it():
+    payoff = DrafterPayoff(1, revisit=4, trial=1, longest=16)
+    log = [asked[0] for asked in _run(payoff, 60, gains=[0.0], costs=[0.05])]
+    trials = [i for i, asked in enumerate(log) if asked]
+    assert trials[:5] == [0, 5, 14, 31, 48]  # out for 4, 8, 16 and (at most) 16 steps
+    payoff.reset()  # a new generation: a trial first, and the earned wait is kept
+    assert _run(payoff, 1, gains=[0.0], costs=[0.05])[0][0] and payoff.wait == [16]
+    _run(payoff, 16, gains=[0.0], costs=[0.05])
+    _run(payoff, 3, gains=[3.0], costs=[0.05])  # it pays (60 tokens/s against 20) after the trial
+    assert payoff.wait == [4]
+
+
 def test_a_drafter_that_pays_again_is_kept_after_its_trial():
     payoff = DrafterPayoff(1, revisit=4, trial=2, optimism=1.0)
     _run(payoff, 10, gains=[0.0], costs=[0.05])
@@ -56,7 +68,7 @@ def test_a_drafter_that_costs_next_to_nothing_is_always_asked():
 
 
 @pytest.mark.parametrize("bad", [dict(drafters=0), dict(drafters=1, trial=0), dict(drafters=1, optimism=0.5),
-                                 dict(drafters=1, free=1.0)])
+                                 dict(drafters=1, free=1.0), dict(drafters=1, revisit=16, longest=8)])
 def test_a_payoff_refuses_settings_that_cannot_work(bad):
     with pytest.raises(ValueError):
         DrafterPayoff(**bad)
