@@ -11,7 +11,8 @@ The optimism is kept small because the selector sizes the merged tree by these e
 at one standard deviation every node of a mix looked likelier than it was, and on MT-bench
 (default model, greedy) the mix verified 18 positions a step for 13.2 tokens/s, against
 9.6 positions and 16.8 tokens/s with none. A quarter keeps bands that were rarely tried in
-play; the lookup's own odds and the payoff's trials explore too.
+play; the lookup's own odds and the payoff's trials explore too. A drafter whose scores
+are such estimates already (``Drafter.calibrated``) is not calibrated again.
 """
 
 from __future__ import annotations

@@ -54,7 +54,8 @@ class Decoder:
         # A composition that sizes its work by the cost curve also has its drafters earn their place on it.
         count = len(composition.drafters)
         payoff = DrafterPayoff(count) if composition.needs_cost_curve else None
-        self._mix = Solo(payoff) if count == 1 else Mix(count, payoff=payoff)
+        self._mix = Solo(payoff) if count == 1 else Mix(
+            count, payoff=payoff, calibrated=[slot.component.calibrated for slot in composition.drafters])
 
     @property
     def cost_curve(self) -> CostCurve:

@@ -63,9 +63,14 @@ class Drafter(Component):
     In-pass drafters put tokens in ``Proposal.riders`` and read ``Verdict.rider_logits``;
     feature-conditioned drafters list target layers in ``hidden_layers`` and read
     ``Verdict.hidden`` (and the prompt's states in ``start``).
+
+    A drafter whose tree scores are already acceptance estimates learnt from verdicts (a
+    lookup's online odds) sets ``calibrated``: a mix then takes them as they are instead
+    of calibrating them again (:mod:`specmix.calibration`).
     """
 
     hidden_layers: tuple[int, ...] = ()
+    calibrated: bool = False
 
     def start(self, prompt: torch.Tensor, hidden: HiddenStates) -> None:
         """Begin a generation. ``prompt [P]`` is every prompt id; ``hidden`` has ``[P - 1, D]`` per layer."""

@@ -94,9 +94,12 @@ def combined_riders(proposals: Sequence[Proposal]) -> tuple[Riders | None, list[
 class Mix:
     """Several drafters: one merged tree, calibrated scores, riders side by side, one verdict each."""
 
-    def __init__(self, drafters: int, calibration: Calibration | None = None, payoff: DrafterPayoff | None = None):
+    def __init__(self, drafters: int, calibration: Calibration | None = None, payoff: DrafterPayoff | None = None,
+                 calibrated: Sequence[bool] = ()):
+        """``calibrated``: per drafter, whether its scores are acceptance estimates already, taken as they are."""
         self.drafters = drafters
         self.calibration = calibration or Calibration()
+        self.calibrated = tuple(calibrated) or (False,) * drafters
         self.payoff = payoff
         self._mapped_tree = None
 
@@ -130,7 +133,7 @@ class Mix:
         depths = [0] * len(tokens)
         for node in range(1, len(tokens)):
             depths[node] = depths[parents[node]] + 1
-        scores = [0.0] + [math.log(max(self.calibration.estimate(s, depths[n], p) for s, p in claims[n].items()))
+        scores = [0.0] + [math.log(max(self._estimate(s, depths[n], p) for s, p in claims[n].items()))
                           for n in range(1, len(tokens))]
         self.claims, self.depths, self.index = claims, depths, index
         self._mapped_tree = None
@@ -141,6 +144,9 @@ class Mix:
                  for field in ("marginals", "features")}
         tree = TokenTree(tokens=tokens, parents=parents, vocab_size=ctx.vocab_size, logprobs=scores)
         return tree, Proposal(tree=tree, riders=riders, **first)
+
+    def _estimate(self, source: int, depth: int, claimed: float) -> float:
+        return claimed if self.calibrated[source] else self.calibration.estimate(source, depth, claimed)
 
     def share(self, verdict: Verdict) -> list[Verdict]:
         """The verdict as each drafter sees it (with its own riders' logits); the calibration learns from it."""
@@ -169,7 +175,8 @@ class Mix:
             if tree.parent_list[node] in reached:
                 merged = mapped[node]
                 for source, claimed in self.claims[merged].items():
-                    self.calibration.record(source, self.depths[merged], claimed, node in reached)
+                    if not self.calibrated[source]:
+                        self.calibration.record(source, self.depths[merged], claimed, node in reached)
 
     def credit(self, verdict: Verdict) -> tuple[int, ...]:
         """Per drafter, how many of the accepted nodes it had proposed."""

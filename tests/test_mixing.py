@@ -46,6 +46,17 @@ def test_merged_trees_keep_each_node_once_with_its_best_estimate_and_its_drafter
     assert mix.credit(verdict) == (1, 2)  # node 1 came from both, node 3 from the second
 
 
+def test_a_calibrated_drafters_scores_are_taken_as_they_are_and_others_are_calibrated():
+    mix = Mix(2, Calibration(explore=0.0), calibrated=[True, False])
+    odds = TokenTree(tokens=[0, 4], parents=[-1, 0], vocab_size=16, logprobs=[0, -0.05])
+    for _ in range(30):  # both claim 0.95 for a token the target never takes
+        tree, _ = mix.merge([odds, odds], [Proposal(tree=odds), Proposal(tree=odds)], _ctx())
+        mix.share(Verdict(tree=tree, path=(), bonus=7, logits=torch.zeros(tree.size, 16)))
+    assert mix.calibration.estimate(1, 1, 0.95) < 0.2 and mix.calibration.counts.keys() == {(1, 1, 8)}
+    tree, _ = mix.merge([odds, TokenTree.root_only(0, 16)], [Proposal(tree=odds), Proposal()], _ctx())
+    assert float(tree.logprobs[1]) == pytest.approx(-0.05)  # the calibrated drafter's own estimate
+
+
 class _Recording(DrafterPayoff):
     def record(self, asked, gains, costs, committed, seconds):
         self.last_gains = gains

@@ -37,6 +37,7 @@ class NgramDrafter(Drafter):
     """
 
     produces = frozenset({Capability.TREE})
+    calibrated = True  # its odds are learnt from verdicts: a mix takes them as they are
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1, depth: int = 10, max_matches: int = 8,
                  prior: float = 0.5, prior_weight: float = 2.0, explore: float = 1.0, memory: float | None = 64.0,
