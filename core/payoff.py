@@ -4,7 +4,8 @@ In a composition that sizes its work by the cost curve (alone or in a mix), the 
 prices the nodes it verifies; what it does not price is each drafter's own pass (propose,
 build and observe) and the forward time its riders add on the curve. Those are a drafter's
 cost, and its gain is what the step would lose without it: the accepted tokens only it
-proposed (a mix credits a token several proposed to the cheapest of them). Adding a drafter speeds decoding up exactly when its tokens per second
+proposed (a mix credits a token several proposed to the cheapest of them). Adding a
+drafter speeds decoding up exactly when its tokens per second
 beat the step's own rate (alone: plain decoding's), so a drafter is asked while its
 recent gain per second, times ``optimism`` (none by default: the costs above leave some out,
 such as the head's rows for riders), is at least the recent tokens per second of the
