@@ -1,4 +1,5 @@
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -18,11 +19,37 @@ def test_tapped_layers_spread_over_the_target_depth_up_to_the_input_of_the_copie
 
 
 def test_the_feature_cache_follows_the_committed_tokens(registry):
-    decoder = make_decoder(registry, NAMES, tiny_model("qwen3"), seed=0)
-    generation = decoder.generate([3, 4, 5, 6], DecodeSettings(max_new_tokens=20, stop_ids=()))
+    model = tiny_model("qwen3")
+    decoder = make_decoder(registry, NAMES, model, seed=0)
+    prompt = [3, 4, 5, 6]
+    generation = decoder.generate(prompt, DecodeSettings(max_new_tokens=20, stop_ids=()))
     drafter = decoder.composition.drafter.component
+    drafter.catch_up()  # the last verdict's rows wait for a pass that never came
     assert drafter.length == 3 + sum(step.accepted + 1 for step in generation.steps)
-    assert all(keys.shape[-2] == drafter.length for keys, _ in drafter.context)
+    committed = torch.tensor([prompt + list(generation.tokens)])[:, : drafter.length]
+    with torch.no_grad():
+        states = model(committed, output_hidden_states=True).hidden_states
+        tapped = torch.cat([states[layer][0] for layer in drafter.hidden_layers], dim=-1)
+        expected = drafter.net.context(drafter.net.features(tapped), torch.arange(drafter.length))
+    for (keys, values), (want_keys, want_values) in zip(drafter.context, expected):
+        assert torch.allclose(keys, want_keys, atol=1e-9) and torch.allclose(values, want_values, atol=1e-9)
+
+
+def test_a_drafter_that_sits_steps_out_catches_up_in_one_pass(registry):
+    model = tiny_model("llama")
+    drafter = make_decoder(registry, NAMES, model, seed=0).composition.drafter.component
+    width = model.config.hidden_size
+    rows = [{layer: torch.randn(count, width, dtype=torch.float64) for layer in drafter.hidden_layers} for count in (3, 1, 2)]
+    drafter.start(None, rows[0])
+    for hidden in rows[1:]:
+        drafter.observe(SimpleNamespace(hidden=hidden, tokens=()), None)  # all a verdict gives a drafter that sat out
+    assert drafter.length == 0  # nothing computed while the drafter was not asked
+    drafter.catch_up()
+    tapped = torch.cat([torch.cat([hidden[layer] for layer in drafter.hidden_layers], dim=-1) for hidden in rows])
+    expected = drafter.net.context(drafter.net.features(tapped), torch.arange(6))
+    assert drafter.length == 6
+    for (keys, _), (want, _) in zip(drafter.context, expected):
+        assert torch.allclose(keys, want, atol=1e-12)
 
 
 def test_a_drafter_trained_for_another_target_is_refused_by_name(registry, tmp_path):

@@ -127,21 +127,33 @@ class DiffusionDrafter(Drafter):
                                      what="drafter", hint=TRAIN_HINT)
         return weights_dir.load_weights(BlockDrafter(config), directory)
 
-    def _append(self, hidden) -> None:
-        features = self.net.features(torch.cat([hidden[layer] for layer in self.hidden_layers], dim=-1))
+    def catch_up(self) -> None:
+        """Bring the context up to the committed tokens: the hidden states kept since the last pass, in one batch.
+
+        A drafter that sits steps out (in a mix that finds it does not pay) would otherwise pay a small
+        fusion and key-value pass after each of them; one pass over all the rows costs about what one row does.
+        """
+        if not self.pending:
+            return
+        tapped = torch.cat(self.pending)
+        self.pending = []
+        features = self.net.features(tapped)
         positions = torch.arange(self.length, self.length + features.shape[0], device=features.device)
         for index, (keys, values) in enumerate(self.net.context(features, positions)):
             old_keys, old_values = self.context[index]
             self.context[index] = (torch.cat([old_keys, keys], dim=-2), torch.cat([old_values, values], dim=-2))
         self.length += features.shape[0]
 
+    def _keep(self, hidden) -> None:
+        self.pending.append(torch.cat([hidden[layer] for layer in self.hidden_layers], dim=-1))
+
     @torch.no_grad()
     def start(self, prompt, hidden):
         self.context, self.length = self.net.empty_context(self.head.weight.device, self.head.weight.dtype), 0
-        self.drafted = None
+        self.pending, self.drafted = [], None
         if self.reach is not None:
             self.reach.reset()
-        self._append(hidden)
+        self._keep(hidden)
 
     def _worth(self, size: int) -> int:
         """The block size worth drafting: positions kept while the chance of reaching them stays above ``min_gain``."""
@@ -171,6 +183,7 @@ class DiffusionDrafter(Drafter):
         self.drafted = None
         if size < 2 or ctx.max_depth == 0 or (ctx.step == 0 and not self.after_prompt):  # no room, no gain, not yet
             return self._nothing(ctx)
+        self.catch_up()
         first = ctx.tokens[-1:].to(self.head.weight.device)
         block = self.net.block_inputs(self.embed, first, size)
         positions = torch.arange(self.length, self.length + size, device=block.device)
@@ -186,7 +199,7 @@ class DiffusionDrafter(Drafter):
 
     @torch.no_grad()
     def observe(self, verdict, ctx):
-        self._append(verdict.hidden)
+        self._keep(verdict.hidden)
         if self.reach is not None and self.drafted is not None:  # None too when a mix had this step go without it
             self._learn_reach(verdict.tokens)
         self.drafted = None
