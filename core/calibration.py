@@ -6,6 +6,8 @@ a pool's shares), so a mix compares them after calibration: per drafter, per dep
 took when it reached their parent. Each band starts from its own claim (a Beta prior worth
 two observations), keeps about ``memory`` recent observations, and adds ``explore``
 standard deviations of optimism, so that no drafter is written off after a bad stretch.
+How a drafter's claims fare is a property of the drafter and the target more than of one
+prompt, so a mix keeps its calibration across generations.
 
 The optimism is kept small because the selector sizes the merged tree by these estimates:
 at one standard deviation every node of a mix looked likelier than it was, and on MT-bench

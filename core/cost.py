@@ -112,7 +112,7 @@ class CostCurve:
                    longer=data.get("longer"), longer_context=data.get("longer_context"))
 
 
-def measure(target: Target, sizes: Sequence[int] = DEFAULT_SIZES, context: int = CONTEXT, repeats: int = 5,
+def measure(target: Target, sizes: Sequence[int] = DEFAULT_SIZES, context: int = CONTEXT, repeats: int = 7,
             longer: int | None = LONGER_CONTEXT) -> CostCurve:
     """Fastest of ``repeats`` forward times of a causal chain of N new tokens over a ``context``-token cache,
     and over a ``longer`` one too where the model's context has room (None: over one length only).
@@ -141,21 +141,25 @@ def _times(target: Target, sizes: Sequence[int], context: int, repeats: int) -> 
     generator = torch.Generator().manual_seed(0)
     target.reset()
     target.prefill(torch.randint(target.vocab_size, (context,), generator=generator))
-    seconds = []
+    runs = []
     for n in sizes:
         ids = torch.randint(target.vocab_size, (n,), generator=generator)
-        positions = torch.arange(context, context + n)
-        causal = torch.ones(n, n, dtype=torch.bool).tril()
-        samples = []
-        for _ in range(repeats + 1):  # the first run warms up
+        runs.append((ids, torch.arange(context, context + n), torch.ones(n, n, dtype=torch.bool).tril()))
+    samples = [[] for _ in sizes]
+    # Rounds over every size, not every repeat of one size in a row: a stretch of other work on the machine
+    # then slows one round of all sizes, which the fastest of the rounds leaves out, instead of every sample
+    # of one size, which would raise it and (below) every larger size with it: a flat stretch the selector
+    # would take for free positions.
+    for round_ in range(repeats + 1):  # the first round warms up
+        for samples_of, (ids, positions, causal) in zip(samples, runs):
             start = time.perf_counter()
             target.forward(ids, positions, causal, logits=not target.lazy_head)
-            samples.append(time.perf_counter() - start)
+            if round_:
+                samples_of.append(time.perf_counter() - start)
             target.compact(torch.arange(0))
-        seconds.append(min(samples[1:]))
     target.reset()
     # More tokens never take less time; a dip is noise, and would make selectors chase it.
-    return list(itertools.accumulate(seconds, max))
+    return list(itertools.accumulate((min(times) for times in samples), max))
 
 
 def _measurable(target: Target, sizes: Sequence[int]) -> list[int]:
@@ -176,7 +180,8 @@ def _cache_file(target: Target, cache=None) -> Path:
         device = re.sub(r"[^A-Za-z0-9]+", "-", torch.cuda.get_device_name(target.device)).strip("-")
     dtype = str(target.dtype).removeprefix("torch.")
     head = "-rowhead" if target.lazy_head else ""  # measured with the LM head on a row, not on every token
-    name = f"{config.get('model_type', 'model')}-{digest}-{device}-{dtype}-threads{torch.get_num_threads()}{head}"
+    # "rounds": measured in rounds over all sizes; a curve measured size after size is measured again.
+    name = f"{config.get('model_type', 'model')}-{digest}-{device}-{dtype}-threads{torch.get_num_threads()}{head}-rounds"
     return cache_dir(cache) / "cost-curves" / f"{name}-torch{torch.__version__}.json"
 
 

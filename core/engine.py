@@ -53,9 +53,10 @@ class Decoder:
         self.target.check_layers(self.layers)
         # A composition that sizes its work by the cost curve also has its drafters earn their place on it.
         count = len(composition.drafters)
-        payoff = DrafterPayoff(count) if composition.needs_cost_curve else None
-        self._mix = Solo(payoff) if count == 1 else Mix(
-            count, payoff=payoff, calibrated=[slot.component.calibrated for slot in composition.drafters])
+        priced = composition.needs_cost_curve
+        self._mix = Solo(DrafterPayoff(1) if priced else None) if count == 1 else Mix(
+            count, payoff=DrafterPayoff(Mix.slots(count)) if priced else None,
+            calibrated=[slot.component.calibrated for slot in composition.drafters])
 
     @property
     def cost_curve(self) -> CostCurve:
@@ -109,10 +110,9 @@ class Decoder:
         for index in itertools.count():
             ctx, clock = run.context(index), StepClock()
             proposals, trees, spent = [], [], []
-            asks = self._mix.asks()
-            for asked, drafter, builder in zip(asks, drafters, builders):
+            for number, (drafter, builder) in enumerate(zip(drafters, builders)):
                 began = time.perf_counter()
-                if asked:
+                if self._mix.ask(number, trees):
                     with clock("draft"):
                         proposals.append(_proposed(drafter, ctx))
                     with clock("build"):
@@ -140,7 +140,7 @@ class Decoder:
                     spent[source] += time.perf_counter() - began
             self._mix.settle(verdict, spent, clock.seconds, len(committed), ctx.cost)
             yield run.step(committed, reason, _stats(index, verified, verdict, committed, clock, self._mix.credit(verdict),
-                                                         asks))
+                                                         self._mix.asked))
             if reason:
                 return
 

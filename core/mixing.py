@@ -8,7 +8,10 @@ in the same forward, each drafter's seeing only its own and the root. After veri
 every drafter observes the verdict, with its own riders' logits, and the calibration
 learns which of its claims the target took. A drafter whose tokens do not pay for what it
 adds to the step sits steps out (:mod:`specmix.payoff`): it is not asked to propose, and
-still observes every verdict.
+still observes every verdict. Drafters are asked in the order the composition names them,
+and each is measured apart in the steps where those before it already expect ``covered``
+tokens: what a second drafter adds beside a lookup match is not what it adds where the
+lookup has nothing.
 """
 
 from __future__ import annotations
@@ -36,9 +39,10 @@ class Solo:
         if self.payoff is not None:
             self.payoff.reset()
 
-    def asks(self) -> list[bool]:
-        self.asked = [True] if self.payoff is None else self.payoff.asks()
-        return self.asked
+    def ask(self, drafter: int, trees: Sequence[TokenTree | None]) -> bool:
+        """Whether the drafter proposes this step (it is the only one, measured in the payoff's one slot)."""
+        self.asked = [self.payoff is None or self.payoff.ask(0)]
+        return self.asked[0]
 
     def merge(self, trees: Sequence[TokenTree | None], proposals: Sequence[Proposal | None], ctx: StepContext):
         if trees[0] is None:
@@ -55,7 +59,7 @@ class Solo:
         riders = 0 if verdict.rider_logits is None else verdict.rider_logits.shape[0]
         forward = verdict.tree.size + riders
         added = spent[0] + cost.time(forward) - cost.time(forward - riders)
-        self.payoff.record(self.asked, [float(len(verdict.path))], [added], committed, sum(seconds.values()))
+        self.payoff.record({0: (self.asked[0], float(len(verdict.path)), added)}, committed, sum(seconds.values()))
 
     def share(self, verdict: Verdict) -> list[Verdict]:
         return [verdict]
@@ -95,23 +99,45 @@ class Mix:
     """Several drafters: one merged tree, calibrated scores, riders side by side, one verdict each."""
 
     def __init__(self, drafters: int, calibration: Calibration | None = None, payoff: DrafterPayoff | None = None,
-                 calibrated: Sequence[bool] = ()):
-        """``calibrated``: per drafter, whether its scores are acceptance estimates already, taken as they are."""
-        self.drafters = drafters
+                 calibrated: Sequence[bool] = (), covered: float = 0.5):
+        """``calibrated``: per drafter, whether its scores are acceptance estimates already, taken as they are.
+        ``payoff``: one with :meth:`slots` slots. ``covered``: the tokens the drafters before one must expect for it
+        to be measured apart, in its second slot."""
+        if payoff is not None and payoff.slots != self.slots(drafters):
+            raise ValueError(f"a mix of {drafters} drafters needs a payoff of {self.slots(drafters)} slots")
+        self.drafters, self.covered = drafters, covered
         self.calibration = calibration or Calibration()
         self.calibrated = tuple(calibrated) or (False,) * drafters
         self.payoff = payoff
         self._mapped_tree = None
 
     def start(self) -> None:
-        self.calibration.reset()
         if self.payoff is not None:
             self.payoff.reset()
 
-    def asks(self) -> list[bool]:
-        """Which drafters propose this step (the others sit it out: their tree and proposal are None)."""
-        self.asked = [True] * self.drafters if self.payoff is None else self.payoff.asks()
-        return self.asked
+    @staticmethod
+    def slots(drafters: int) -> int:
+        """The payoff's slots for a mix: per drafter, one for steps where the drafters before it expect fewer than
+        ``covered`` tokens, and one for the others."""
+        return 2 * drafters
+
+    def ask(self, drafter: int, trees: Sequence[TokenTree | None]) -> bool:
+        """Whether ``drafter`` proposes this step, given the trees of the drafters before it (None: sat out). One that
+        is not asked sits the step out: its tree and proposal are None."""
+        if drafter == 0:
+            self.asked, self.slot = [], []
+        covered = drafter > 0 and max((self._expected(source, tree) for source, tree in enumerate(trees[:drafter])
+                                       if tree is not None), default=0.0) >= self.covered
+        self.slot.append(2 * drafter + covered)
+        self.asked.append(self.payoff is None or self.payoff.ask(self.slot[-1]))
+        return self.asked[-1]
+
+    def _expected(self, source: int, tree: TokenTree) -> float:
+        """The tokens ``tree`` would bring if verified whole, on the calibrated scale."""
+        probabilities, reach = _conditional(tree), [1.0] * tree.size
+        for node in range(1, tree.size):
+            reach[node] = reach[tree.parent_list[node]] * self._estimate(source, tree.depth_list[node], probabilities[node])
+        return sum(reach) - 1.0
 
     def merge(self, trees: Sequence[TokenTree | None], proposals: Sequence[Proposal | None], ctx: StepContext):
         tokens, parents, index = [ctx.root], [-1], {}
@@ -201,11 +227,12 @@ class Mix:
         gains = [0.0] * self.drafters
         for node in verdict.path:
             sources = list(self.claims[mapped[node]])
-            cheapest = min(self.payoff.cost[source] for source in sources)
-            credited = [source for source in sources if self.payoff.cost[source] == cheapest]
+            cheapest = min(self.payoff.cost[self.slot[source]] for source in sources)
+            credited = [source for source in sources if self.payoff.cost[self.slot[source]] == cheapest]
             for source in credited:
                 gains[source] += 1.0 / len(credited)
         forward = verdict.tree.size + sum(self.rider_counts)
         costs = [spent[source] + cost.time(forward) - cost.time(forward - self.rider_counts[source])
                  for source in range(self.drafters)]
-        self.payoff.record(self.asked, gains, costs, committed, sum(seconds.values()))
+        played = {self.slot[d]: (self.asked[d], gains[d], costs[d]) for d in range(self.drafters)}
+        self.payoff.record(played, committed, sum(seconds.values()))

@@ -19,25 +19,33 @@ it off for good. Each trial that begins doubles the wait before the next (up to
 ``longest`` steps) until the drafter pays outside a trial, which brings the wait back to
 ``revisit``: on a CPU where a drafter never pays, its trials cost ever less. Every
 drafter starts each generation on a trial; the wait it has earned is kept across them.
+
+A drafter is measured in *slots*, one per situation it can be asked in, each with its own
+gain, cost, trials and wait; a slot not in play in a step is left as it is. A mix puts a
+drafter in one of two slots, by whether the drafters before it already expect tokens
+(:mod:`specmix.mixing`): a second drafter is often worth its pass where the lookup has
+nothing, and not beside a lookup match.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 
 class DrafterPayoff:
-    def __init__(self, drafters: int, memory: float = 24.0, revisit: int = 16, trial: int = 3, optimism: float = 1.0,
+    def __init__(self, slots: int, memory: float = 24.0, revisit: int = 16, trial: int = 3, optimism: float = 1.0,
                  free: float = 0.02, longest: int = 256):
-        if (drafters < 1 or memory < 1 or revisit < 1 or trial < 1 or optimism < 1 or not 0 <= free < 1
+        if (slots < 1 or memory < 1 or revisit < 1 or trial < 1 or optimism < 1 or not 0 <= free < 1
                 or longest < revisit):
-            raise ValueError("a payoff needs at least one drafter, memory, revisit and trial >= 1, optimism >= 1, "
+            raise ValueError("a payoff needs at least one slot, memory, revisit and trial >= 1, optimism >= 1, "
                              "free in [0, 1) and longest >= revisit")
-        self.drafters, self.memory, self.revisit, self.trial, self.optimism = drafters, memory, revisit, trial, optimism
+        self.slots, self.memory, self.revisit, self.trial, self.optimism = slots, memory, revisit, trial, optimism
         self.free, self.longest = free, longest
-        self.wait = [revisit] * drafters  # steps out before the next trial
+        self.wait = [revisit] * slots  # steps out before the next trial
         self.reset()
 
     def reset(self) -> None:
-        count = self.drafters
+        count = self.slots
         self.gain, self.cost = [0.0] * count, [0.0] * count
         self.seen = [0] * count  # steps measured since the last trial began
         self.idle = [0] * count  # steps sat out in a row
@@ -48,43 +56,40 @@ class DrafterPayoff:
         """The whole step's recent tokens per second (0 before the first step)."""
         return self.tokens / self.seconds if self.seconds else 0.0
 
-    def pays(self, drafter: int) -> bool:
-        """Whether ``drafter`` costs next to nothing, or its recent tokens per second, with optimism, reach the step's."""
-        cost = self.cost[drafter]
+    def pays(self, slot: int) -> bool:
+        """Whether ``slot``'s drafter costs next to nothing there, or its recent tokens per second, with optimism,
+        reach the step's."""
+        cost = self.cost[slot]
         if self.steps and cost <= self.free * self.seconds / self.steps:
             return True
-        return self.optimism * self.gain[drafter] >= self.rate() * cost
+        return self.optimism * self.gain[slot] >= self.rate() * cost
 
-    def asks(self) -> list[bool]:
-        """Which drafters draft this step: those on trial and those that pay."""
-        asked = []
-        for d in range(self.drafters):
-            if self.idle[d] >= self.wait[d]:
-                self.trial_left[d], self.seen[d] = self.trial, 0
-                self.wait[d] = min(2 * self.wait[d], self.longest)
-            if self.trial_left[d] > 0:
-                asked.append(True)
-                continue
-            pays = self.pays(d)
-            if pays:
-                self.wait[d] = self.revisit
-            asked.append(pays)
-        return asked
+    def ask(self, slot: int) -> bool:
+        """Whether the drafter measured in ``slot`` drafts this step: it is on trial, or it pays."""
+        if self.idle[slot] >= self.wait[slot]:
+            self.trial_left[slot], self.seen[slot] = self.trial, 0
+            self.wait[slot] = min(2 * self.wait[slot], self.longest)
+        if self.trial_left[slot] > 0:
+            return True
+        pays = self.pays(slot)
+        if pays:
+            self.wait[slot] = self.revisit
+        return pays
 
-    def record(self, asked: list[bool], gains: list[float], costs: list[float], committed: int, seconds: float) -> None:
-        """One step: per drafter whether it was asked, the tokens only it proposed and the seconds it added;
-        the tokens the step committed and the seconds it took."""
+    def record(self, played: Mapping[int, tuple[bool, float, float]], committed: int, seconds: float) -> None:
+        """One step: per slot in play, whether its drafter was asked, the tokens only it proposed and the seconds it
+        added; the tokens the step committed and the seconds it took. Slots not in play are left as they are."""
         keep = 1.0 - 1.0 / self.memory
         self.tokens = self.tokens * keep + committed
         self.seconds = self.seconds * keep + seconds
         self.steps = self.steps * keep + 1
-        for d in range(self.drafters):
-            if not asked[d]:
-                self.idle[d] += 1
+        for slot, (asked, gain, cost) in played.items():
+            if not asked:
+                self.idle[slot] += 1
                 continue
-            self.idle[d] = 0
-            self.seen[d] += 1
-            weight = max(1.0 / self.seen[d], 1.0 - keep)  # a plain mean over a fresh trial, then a moving one
-            self.gain[d] += (gains[d] - self.gain[d]) * weight
-            self.cost[d] += (costs[d] - self.cost[d]) * weight
-            self.trial_left[d] = max(self.trial_left[d] - 1, 0)
+            self.idle[slot] = 0
+            self.seen[slot] += 1
+            weight = max(1.0 / self.seen[slot], 1.0 - keep)  # a plain mean over a fresh trial, then a moving one
+            self.gain[slot] += (gain - self.gain[slot]) * weight
+            self.cost[slot] += (cost - self.cost[slot]) * weight
+            self.trial_left[slot] = max(self.trial_left[slot] - 1, 0)

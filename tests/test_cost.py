@@ -89,3 +89,38 @@ def test_measured_curves_are_cached_per_model_device_and_dtype(tmp_path, monkeyp
     assert cost_curve_for(target).seconds == tuple(5.0 + n for n in sizes)
     files[0].write_text(json.dumps({"sizes": [1, 2], "seconds": [5.0, 6.0]}))  # measured at other sizes
     assert cost_curve_for(target).sizes == curve.sizes
+
+
+class _BusyStretchTarget:
+    """A target whose forward of N tokens takes N ms on a clock of its own, and 50 ms more on calls 10 to 17,
+    as when other work shares the machine for a while."""
+
+    vocab_size, max_length, lazy_head = 16, 64, True
+
+    def __init__(self):
+        self.now, self.calls = 0.0, 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def forward(self, ids, positions, visible, logits=True):
+        self.calls += 1
+        self.now += 0.001 * ids.shape[0] + (0.05 if 10 <= self.calls <= 17 else 0.0)
+
+    def reset(self):
+        pass
+
+    def prefill(self, ids):
+        pass
+
+    def compact(self, keep):
+        pass
+
+
+def test_a_busy_stretch_during_measurement_leaves_the_curve_as_it_is(monkeypatch):
+    import specmix.cost
+
+    target = _BusyStretchTarget()
+    monkeypatch.setattr(specmix.cost, "time", type("Clock", (), {"perf_counter": staticmethod(target.clock)}))
+    curve = measure(target, sizes=(1, 2, 4), context=8, repeats=4, longer=None)
+    assert curve.seconds == pytest.approx((0.001, 0.002, 0.004))  # size after size, all of 4's samples: 54 ms

@@ -58,31 +58,54 @@ def test_a_calibrated_drafters_scores_are_taken_as_they_are_and_others_are_calib
 
 
 class _Recording(DrafterPayoff):
-    def record(self, asked, gains, costs, committed, seconds):
-        self.last_gains = gains
-        super().record(asked, gains, costs, committed, seconds)
+    def record(self, played, committed, seconds):
+        self.last_gains = [gain for _, gain, _ in played.values()]
+        super().record(played, committed, seconds)
 
 
 @pytest.mark.parametrize("costs, gains", [((0.001, 0.01), [1.0, 1.0]), ((0.01, 0.001), [0.0, 2.0]),
                                           ((0.005, 0.005), [0.5, 1.5])])
 def test_a_drafter_gains_the_accepted_nodes_it_alone_proposed_and_shared_ones_go_to_the_cheapest(costs, gains):
-    mix = Mix(2, Calibration(explore=0.0), payoff=_Recording(2))
-    mix.payoff.cost = list(costs)  # the drafters' recent costs per step
-    mix.asks()
+    mix = Mix(2, Calibration(explore=0.0), payoff=_Recording(4), covered=10.0)
+    mix.payoff.cost = [costs[0], 0.0, costs[1], 0.0]  # the drafters' recent costs per step, in the slots in play
     first = TokenTree(tokens=[0, 1, 2], parents=[-1, 0, 1], vocab_size=16, logprobs=[0, -0.1, -0.5])
     second = TokenTree(tokens=[0, 1, 3], parents=[-1, 0, 1], vocab_size=16, logprobs=[0, -2.0, -0.2])
+    assert mix.ask(0, [None, None]) and mix.ask(1, [first, None])
     tree, _ = mix.merge([first, second], [Proposal(tree=first), Proposal(tree=second)], _ctx())
     verdict = Verdict(tree=tree, path=(1, 3), bonus=5, logits=torch.zeros(4, 16))  # node 1 from both, 3 from the second
     mix.settle(verdict, [0.0, 0.0], {"verify": 0.1}, 3, CostCurve(sizes=[1, 8], seconds=[0.05, 0.08]))
     assert mix.payoff.last_gains == gains
 
 
-def test_calibration_learns_that_a_drafter_overclaims():
+def test_a_drafter_is_measured_apart_where_the_drafters_before_it_expect_tokens():
+    """A guesser that is right only where the lookup has nothing pays there, and sits out beside a match."""
+    mix = Mix(2, Calibration(explore=0.0), payoff=DrafterPayoff(4, revisit=50, trial=2), calibrated=[True, False])
+    match = TokenTree(tokens=[0, 1, 2], parents=[-1, 0, 1], vocab_size=16, logprobs=[0, -0.05, -0.05])
+    guess = TokenTree(tokens=[0, 3], parents=[-1, 0], vocab_size=16, logprobs=[0, -0.5])
+    curve = CostCurve(sizes=[1, 8], seconds=[0.05, 0.05])
+    beside, alone = [], []
+    for step in range(40):
+        matched = step % 2 == 0
+        first = match if matched else TokenTree.root_only(0, 16)
+        assert mix.ask(0, [None, None])
+        asked = mix.ask(1, [first, None])
+        (beside if matched else alone).append(asked)
+        trees = [first, guess if asked else None]
+        tree, _ = mix.merge(trees, [None if t is None else Proposal(tree=t) for t in trees], _ctx())
+        path = (1, 2) if matched else ((tree.size - 1,) if asked else ())  # the target takes the match, else the guess
+        verdict = Verdict(tree=tree, path=path, bonus=5, logits=torch.zeros(tree.size, 16))
+        mix.settle(verdict, [0.0, 0.01], {"verify": 0.1}, len(path) + 1, curve)
+    assert all(alone)  # one token per 10 ms: five times the step's rate
+    assert beside[:2] == [True, True] and not any(beside[2:])  # nothing only it brings: out after its trial
+
+
+def test_calibration_learns_that_a_drafter_overclaims_and_keeps_it_for_the_next_generation():
     mix = Mix(2, Calibration(explore=0.0))
     boastful = TokenTree(tokens=[0, 4], parents=[-1, 0], vocab_size=16, logprobs=[0, -0.05])
     for _ in range(30):  # claims 0.95, is never right
         tree, _ = mix.merge([boastful, TokenTree.root_only(0, 16)], [Proposal(tree=boastful), Proposal()], _ctx())
         mix.share(Verdict(tree=tree, path=(), bonus=7, logits=torch.zeros(tree.size, 16)))
+    mix.start()
     tree, _ = mix.merge([boastful, TokenTree.root_only(0, 16)], [Proposal(tree=boastful), Proposal()], _ctx())
     assert tree.logprobs[1].exp() < 0.2
 

@@ -14,9 +14,10 @@ def _run(payoff, steps, gains, costs, committed=2, seconds=0.1):
     """Steps of a payoff where drafter d gains ``gains[d]`` tokens at ``costs[d]`` seconds; which were asked, per step."""
     asked_log = []
     for _ in range(steps):
-        asked = payoff.asks()
+        asked = [payoff.ask(slot) for slot in range(payoff.slots)]
         asked_log.append(asked)
-        payoff.record(asked, [g if a else 0.0 for g, a in zip(gains, asked)], costs, committed, seconds)
+        payoff.record({slot: (asked[slot], gains[slot] if asked[slot] else 0.0, costs[slot]) for slot in range(payoff.slots)},
+                      committed, seconds)
     return asked_log
 
 
@@ -46,7 +47,7 @@ def test_each_trial_that_fails_doubles_the_wait_before_the_next_and_paying_reset
 def test_a_drafter_that_pays_again_is_kept_after_its_trial():
     payoff = DrafterPayoff(1, revisit=4, trial=2, optimism=1.0)
     _run(payoff, 10, gains=[0.0], costs=[0.05])
-    assert not payoff.asks()[0]
+    assert not payoff.ask(0)
     log = _run(payoff, 12, gains=[3.0], costs=[0.05])  # 60 tokens/s against the step's 20
     first_back = next(i for i, asked in enumerate(log) if asked[0])
     assert all(asked[0] for asked in log[first_back:])
@@ -56,7 +57,7 @@ def test_optimism_keeps_a_drafter_that_nearly_pays():
     strict, lenient = DrafterPayoff(1, trial=1, optimism=1.0), DrafterPayoff(1, trial=1, optimism=1.25)
     for payoff in (strict, lenient):
         _run(payoff, 6, gains=[0.18], costs=[0.01])  # 18 tokens/s against the step's 20
-    assert not strict.asks()[0] and lenient.asks()[0]
+    assert not strict.ask(0) and lenient.ask(0)
 
 
 def test_a_drafter_that_costs_next_to_nothing_is_always_asked():
@@ -67,8 +68,8 @@ def test_a_drafter_that_costs_next_to_nothing_is_always_asked():
     assert not any(asked[0] for asked in _run(payoff, 30, gains=[0.0], costs=[0.001])[1:16])
 
 
-@pytest.mark.parametrize("bad", [dict(drafters=0), dict(drafters=1, trial=0), dict(drafters=1, optimism=0.5),
-                                 dict(drafters=1, free=1.0), dict(drafters=1, revisit=16, longest=8)])
+@pytest.mark.parametrize("bad", [dict(slots=0), dict(slots=1, trial=0), dict(slots=1, optimism=0.5),
+                                 dict(slots=1, free=1.0), dict(slots=1, revisit=16, longest=8)])
 def test_a_payoff_refuses_settings_that_cannot_work(bad):
     with pytest.raises(ValueError):
         DrafterPayoff(**bad)
