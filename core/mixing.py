@@ -125,10 +125,10 @@ class Mix:
         """Whether ``drafter`` proposes this step, given the trees of the drafters before it (None: sat out). One that
         is not asked sits the step out: its tree and proposal are None."""
         if drafter == 0:
-            self.asked, self.slot = [], []
-        covered = drafter > 0 and max((self._expected(source, tree) for source, tree in enumerate(trees[:drafter])
-                                       if tree is not None), default=0.0) >= self.covered
-        self.slot.append(2 * drafter + covered)
+            self.asked, self.slot, self.before = [], [], 0.0  # before: the most any earlier tree expects
+        elif self.payoff is not None and trees[drafter - 1] is not None:  # each tree is weighed once, and only if priced
+            self.before = max(self.before, self._expected(drafter - 1, trees[drafter - 1]))
+        self.slot.append(2 * drafter + (self.before >= self.covered))
         self.asked.append(self.payoff is None or self.payoff.ask(self.slot[-1]))
         return self.asked[-1]
 
