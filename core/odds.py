@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 
 from specmix.errors import ConfigurationError
 from specmix.values import Verdict
@@ -22,6 +22,9 @@ class ContinuationOdds:
     success if the walk went on below it. The estimate is the posterior mean under a
     Beta prior with mean ``prior`` worth ``weight`` observations.
 
+    ``priors`` may give some keys a prior mean of their own (say, measured offline on
+    held-out text); the others start from ``prior``.
+
     Two options keep the estimate exploring, so that a bad stretch early in a generation
     does not switch drafting off for good (when nothing is verified, no evidence comes
     back): ``explore`` adds that many standard deviations of the posterior to the mean
@@ -29,12 +32,17 @@ class ContinuationOdds:
     only about that many recent observations per key (older ones fade geometrically).
     """
 
-    def __init__(self, prior: float = 0.5, weight: float = 2.0, explore: float = 0.0, memory: float | None = None):
+    def __init__(self, prior: float = 0.5, weight: float = 2.0, explore: float = 0.0, memory: float | None = None,
+                 priors: Mapping[Hashable, float] | None = None):
         if not 0 < prior < 1 or weight <= 0:
             raise ConfigurationError(f"prior must lie in (0, 1) and weight be positive, got {prior} and {weight}")
+        outside = [key for key, mean in (priors or {}).items() if not 0 < mean < 1]
+        if outside:
+            raise ConfigurationError(f"priors must lie in (0, 1); the ones for {outside[:3]} do not")
         if explore < 0 or (memory is not None and memory <= 1):
             raise ConfigurationError(f"explore must be >= 0 and memory > 1, got {explore} and {memory}")
         self.prior, self.weight, self.explore = prior, weight, explore
+        self.priors = dict(priors or {})
         self.keep = 1.0 if memory is None else 1.0 - 1.0 / memory
         self.reset()
 
@@ -45,7 +53,7 @@ class ContinuationOdds:
     def probability(self, key: Hashable) -> float:
         continued, tried = self.counts[key]
         seen = tried + self.weight
-        mean = (continued + self.prior * self.weight) / seen
+        mean = (continued + self.priors.get(key, self.prior) * self.weight) / seen
         return min(1.0, mean + self.explore * math.sqrt(mean * (1 - mean) / (seen + 1)))
 
     def logprob(self, key: Hashable) -> float:

@@ -176,3 +176,21 @@ def test_the_scorer_recipe_traces_trains_compares_and_resumes(tmp_path, default)
                       tokenizer=tokenizer)
     ids = encode(tokenizer, "Count from one to ten.")
     assert list(decoder.generate(ids, DecodeSettings(max_new_tokens=20)).tokens) == _hf_greedy(model, ids, 20)
+
+
+def test_the_corpus_recipe_runs_end_to_end_resumes_and_drafts(tmp_path, default):
+    out = tmp_path / "corpus"
+    arguments = ["train", "corpus", "--out", str(out), "--prompts", "6", "--more-prompts", "3", "--held-out", "2",
+                 "--max-new-tokens", "12", "--batch-size", "3"]
+    assert main(arguments) == 0
+    assert len((out / "responses.jsonl").read_text().splitlines()) == 9
+    config, report = json.loads((out / "config.json").read_text()), json.loads((out / "report.json").read_text())
+    assert config["documents"] == report["documents"] == 9 and report["held_out"] == 2
+    responses = (out / "responses.jsonl").read_text()
+    assert main(arguments) == 0  # resumed: nothing is generated again
+    assert (out / "responses.jsonl").read_text() == responses
+    model, tokenizer = default
+    decoder = Decoder(model, Registry.load().compose("corpus", options={"drafter": {"corpus": str(out)}}),
+                      tokenizer=tokenizer)
+    ids = encode(tokenizer, "Explain volcanoes to a curious twelve-year-old.")
+    assert list(decoder.generate(ids, DecodeSettings(max_new_tokens=20)).tokens) == _hf_greedy(model, ids, 20)

@@ -25,6 +25,7 @@ class TestMixes(ConformanceSuite):
         {"drafter": "kit-riders+kit-features", "builder": "drafted+best-first", "selector": "all", "verifier": "tree"},
         {"drafter": "ngram+diffusion+ptd", "builder": "drafted+best-first+drafted", "selector": "budget",
          "verifier": "tree"},
+        {"drafter": "ngram+corpus", "builder": "drafted+drafted", "selector": "budget", "verifier": "tree"},
     )
     sampling_samples = 300
 

@@ -42,3 +42,14 @@ def test_exploring_odds_are_optimistic_until_evidence_accumulates_and_forget_old
     assert 0.05 < exploring.probability("k") < 0.2  # still worth a try now and then
     with pytest.raises(ConfigurationError, match="memory > 1"):
         ContinuationOdds(memory=1)
+
+
+def test_a_key_with_a_prior_of_its_own_starts_there_and_learns_from_evidence_as_any_other():
+    odds = ContinuationOdds(prior=0.5, weight=2, priors={"long": 0.9, "short": 0.1})
+    assert odds.probability("long") == pytest.approx(0.9)
+    assert odds.probability("short") == pytest.approx(0.1)
+    assert odds.probability("other") == pytest.approx(0.5)
+    odds.count("long", False)
+    assert odds.probability("long") == pytest.approx(1.8 / 3)
+    with pytest.raises(ConfigurationError, match="priors"):
+        ContinuationOdds(priors={"k": 1.0})

@@ -61,6 +61,28 @@ SCORER_TEMPLATES = (
 )
 
 
+# More kinds of task for a retrieval corpus, which gains from every kind of answer the target writes:
+# role play, worked problems, extraction, structured and longer writing, and code.
+CORPUS_TEMPLATES = (
+    "Imagine you are an expert on {topic}. Introduce yourself and answer a newcomer's first question.",
+    "Write a short scene in which a teacher and a student talk about {topic}.",
+    "Make up a simple word problem involving {topic} and solve it step by step.",
+    "Pick out the key facts about {topic} and present them as a JSON object.",
+    "Write a Python class modelling something from {topic}, with methods, docstrings and a usage example.",
+    "Write a Python function with type hints and doctest examples that works with data about {topic}.",
+    "Outline an essay on {topic}: an introduction, three main points and a conclusion.",
+    "Explain the science behind {topic} in plain words.",
+    "Describe the cultural and historical significance of {topic}.",
+    "Reason step by step: why does {topic} matter today?",
+    "Write a product description for something inspired by {topic}.",
+    "Summarise the arguments for and against {topic} as bullet points.",
+    "Write a formal letter to a city council about {topic}.",
+    "Give a one-week plan for learning about {topic}, day by day.",
+    "Answer in two sentences, then in detail: what is the most important thing to know about {topic}?",
+    "Write a news report about a recent event involving {topic}.",
+)
+
+
 def topics() -> list[str]:
     return [t.strip() for t in TOPICS.replace("\n", " ").split(";") if t.strip()]
 

@@ -141,7 +141,7 @@ def test_mix_is_the_default_where_its_drafters_fit_and_ngram_where_they_do_not()
 
     registry = Registry.load()
     assert registry.default_methods()[:3] == ["mix", "ngram", "vanilla"]
-    with pytest.warns(SpecmixWarning, match="the default method 'mix' does not run on this model .*diffusion.*; "
+    with pytest.warns(SpecmixWarning, match="the default method 'mix' does not run on this model .*corpus.*; "
                                             "running 'ngram'"):
-        decoder = load(tiny_model(), registry=registry)  # no diffusion drafter is trained for a random model
+        decoder = load(tiny_model(), registry=registry)  # no corpus of its answers ships for a random model
     assert decoder.composition.label == "ngram+drafted+budget+tree"

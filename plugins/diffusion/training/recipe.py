@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
 
 import torch
 
-from specmix import ConfigurationError, Decoder, DecodeSettings, Registry, Target, Trainer
+from specmix import ConfigurationError, Decoder, DecodeSettings, Registry, Trainer
 from specmix.plugins.diffusion.dflash_net import DFlashNet
 from specmix.plugins.diffusion.drafter import VOCAB_FILE
 from specmix.plugins.diffusion.formats import save_drafter
@@ -20,36 +19,11 @@ from specmix.plugins.diffusion.network import BlockDrafter, DrafterConfig, tappe
 from specmix.plugins.diffusion.training.loss import Example, TrainSettings, frequent_tokens, train
 from specmix.plugins.diffusion.training.start import start_dflash_from_target, start_from_target
 from specmix.plugins.trained.recipes import add_common_arguments, logger, loss_bar, open_workspace
+from specmix.plugins.trained.responses import generate_responses, read_responses
 from specmix.target import fingerprint
 from specmix.text import encode
 
 _log = logger("diffusion")
-
-
-def generate_responses(model, tokenizer, prompts: list[str], path: Path, max_new_tokens: int, batch_size: int) -> None:
-    """Greedy responses of the target, appended to ``path`` batch by batch (resumable)."""
-    from tqdm.auto import tqdm
-
-    done = sum(1 for line in path.open()) if path.exists() else 0
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    eos = set(Target(model).eos_ids)
-    with path.open("a") as out, tqdm(total=len(prompts), initial=done, desc="responses", unit="prompt") as bar:
-        for start in range(done, len(prompts), batch_size):
-            batch = [encode(tokenizer, p) for p in prompts[start:start + batch_size]]
-            width = max(len(ids) for ids in batch)
-            ids = torch.tensor([[pad] * (width - len(x)) + x for x in batch])
-            attention = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in batch])
-            generated = model.generate(ids, attention_mask=attention, max_new_tokens=max_new_tokens, do_sample=False,
-                                       temperature=None, top_p=None, top_k=None, pad_token_id=pad)
-            for prompt_ids, row in zip(batch, generated[:, width:].tolist()):
-                response = []
-                for token in row:
-                    response.append(token)
-                    if token in eos:
-                        break
-                out.write(json.dumps({"ids": prompt_ids + response, "response_start": len(prompt_ids)}) + "\n")
-            out.flush()
-            bar.update(len(batch))
 
 
 def acceptance_by_position(decoder, prompts, tokenizer, max_new_tokens: int) -> dict:
@@ -132,8 +106,7 @@ class DiffusionTrainer(Trainer):
 
         responses = out / "responses.jsonl"
         generate_responses(model, tokenizer, prompts, responses, args.max_new_tokens, args.batch_size)
-        examples = [Example(tuple(row["ids"]), row["response_start"])
-                    for row in map(json.loads, responses.read_text().splitlines())]
+        examples = [Example(ids, start) for ids, start in read_responses(responses)]
         training, held_out = examples[: -args.held_out], prompts[-args.held_out:]
         _log(f"{len(training)} training sequences, {sum(len(e.ids) - e.response_start for e in training)} response tokens")
 
