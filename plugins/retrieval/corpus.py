@@ -2,7 +2,7 @@
 
 ``config.json`` names the target (its fingerprint) and says what the corpus holds;
 ``tokens.npy`` holds the documents (int32, each followed by -1); ``odds.json`` holds,
-per odds key (:mod:`specmix.plugins.retrieval.odds_keys`), the share of nodes the target
+per odds key (:func:`specmix.plugins.retrieval.candidates.node_key`), the share of nodes the target
 took on held-out answers, and the overall share.
 """
 
@@ -57,9 +57,7 @@ class Corpus:
                    odds["overall"])
 
     def save(self, directory: Path) -> None:
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / weights_dir.CONFIG_FILE).write_text(json.dumps(attrs.asdict(self.config), indent=1))
+        directory = weights_dir.write_config(self.config, directory)
         self.store.save(directory / TOKENS_FILE)
         rates = [[list(key), rate] for key, rate in sorted(self.priors.items())]
         (directory / ODDS_FILE).write_text(json.dumps({"overall": self.overall, "priors": rates}))

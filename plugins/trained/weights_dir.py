@@ -1,7 +1,8 @@
 """A trained module's directory: ``config.json`` (an attrs config naming its target) beside ``model.pt``.
 
 The diffusion drafter and the TAPS scorer are both stored this way, in the package for the
-default model and wherever a user trains one.
+default model and wherever a user trains one; a retrieval corpus keeps its own files beside
+such a config.
 """
 
 from __future__ import annotations
@@ -21,11 +22,17 @@ WEIGHTS_FILE = "model.pt"
 
 def save(module: nn.Module, config, directory: Path) -> None:
     """Writes ``config`` and the module's weights (fp32, on the CPU)."""
+    directory = write_config(config, directory)
+    torch.save({name: tensor.detach().cpu().float() for name, tensor in module.state_dict().items()},
+               directory / WEIGHTS_FILE)
+
+
+def write_config(config, directory: Path) -> Path:
+    """Writes ``config`` into ``directory`` (made if need be), and returns the directory."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / CONFIG_FILE).write_text(json.dumps(attrs.asdict(config), indent=1))
-    torch.save({name: tensor.detach().cpu().float() for name, tensor in module.state_dict().items()},
-               directory / WEIGHTS_FILE)
+    return directory
 
 
 def read_config(config_type: type, directory: Path):
