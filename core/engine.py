@@ -54,9 +54,9 @@ class Decoder:
         # A composition that sizes its work by the cost curve also has its drafters earn their place on it.
         count = len(composition.drafters)
         priced = composition.needs_cost_curve
-        self._mix = Solo(DrafterPayoff(1) if priced else None) if count == 1 else Mix(
-            count, payoff=DrafterPayoff(Mix.slots(count)) if priced else None,
-            calibrated=[slot.component.calibrated for slot in composition.drafters])
+        calibrated = [slot.component.calibrated for slot in composition.drafters]
+        self._mix = Solo(DrafterPayoff(1) if priced else None, calibrated[0]) if count == 1 else Mix(
+            count, payoff=DrafterPayoff(Mix.slots(count)) if priced else None, calibrated=calibrated)
 
     @property
     def cost_curve(self) -> CostCurve:

@@ -30,10 +30,15 @@ from specmix.values import Proposal, Riders, StepContext, Verdict
 
 
 class Solo:
-    """One drafter: its tree and proposal as they are; with a ``payoff``, the drafter sits out steps it does not pay for."""
+    """One drafter: its tree and proposal as they are; with a ``payoff``, the drafter sits out steps it does not pay for.
 
-    def __init__(self, payoff: DrafterPayoff | None = None):
-        self.payoff = payoff
+    The selector prices the nodes it verifies on the drafter's scores. Where those are acceptance odds learnt from
+    verdicts (``calibrated``), that price is right and the drafter answers only for its pass and its riders. Where they
+    are the drafter's own claims, which may promise more than the target takes, it answers for the forward time of
+    every position it has verified beyond the root too: it is then weighed as a whole against plain decoding."""
+
+    def __init__(self, payoff: DrafterPayoff | None = None, calibrated: bool = True):
+        self.payoff, self.calibrated = payoff, calibrated
 
     def start(self) -> None:
         if self.payoff is not None:
@@ -52,13 +57,13 @@ class Solo:
 
     def settle(self, verdict: Verdict, spent: Sequence[float], seconds: dict[str, float], committed: int,
                cost: CostCurve | None) -> None:
-        """Tell the payoff what the drafter gained (the accepted nodes) and added to the step that the selector
-        did not price: its pass, ``spent``, and the forward time of its riders."""
+        """Tell the payoff what the drafter gained (the accepted nodes) and what it answers for: its pass, ``spent``,
+        the forward time of its riders, and where it is not calibrated, of its verified nodes."""
         if self.payoff is None:
             return
         riders = 0 if verdict.rider_logits is None else verdict.rider_logits.shape[0]
         forward = verdict.tree.size + riders
-        added = spent[0] + cost.time(forward) - cost.time(forward - riders)
+        added = spent[0] + cost.time(forward) - cost.time(verdict.tree.size if self.calibrated else 1)
         self.payoff.record({0: (self.asked[0], float(len(verdict.path)), added)}, committed, sum(seconds.values()))
 
     def share(self, verdict: Verdict) -> list[Verdict]:
