@@ -35,6 +35,7 @@ class PTDDrafter(Drafter):
 
     produces = frozenset({Capability.TREE, Capability.RIDERS})
     consumes = frozenset({Capability.RIDER_LOGITS})
+    calibrated = True  # its candidates' odds of going on are learnt from verdicts, as the lookup's are
 
     def __init__(self, spine: int = 4, max_children: int = 2, max_depth: int = 6, max_riders: int = 8,
                  linked_spine: bool = True, pool_nodes: int = 60, candidate_depth: int = 8, seed: int = 0,
