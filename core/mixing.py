@@ -37,7 +37,7 @@ class Solo:
     are the drafter's own claims, which may promise more than the target takes, it answers for the forward time of
     every position it has verified beyond the root too: it is then weighed as a whole against plain decoding."""
 
-    def __init__(self, payoff: DrafterPayoff | None = None, calibrated: bool = True):
+    def __init__(self, payoff: DrafterPayoff | None = None, calibrated: bool = False):
         self.payoff, self.calibrated = payoff, calibrated
 
     def start(self) -> None:
