@@ -33,9 +33,11 @@ class Solo:
     """One drafter: its tree and proposal as they are; with a ``payoff``, the drafter sits out steps it does not pay for.
 
     The selector prices the nodes it verifies on the drafter's scores. Where those are acceptance odds learnt from
-    verdicts (``calibrated``), that price is right and the drafter answers only for its pass and its riders. Where they
-    are the drafter's own claims, which may promise more than the target takes, it answers for the forward time of
-    every position it has verified beyond the root too: it is then weighed as a whole against plain decoding."""
+    verdicts (``calibrated``), that price is right and the drafter answers only for its pass, its riders, and the
+    selector's time over its tree (with no tree to weigh, the selector has nothing to do, and a learned selector's
+    scorer costs as much as a small pass). Where the scores are the drafter's own claims, which may promise more than
+    the target takes, it answers for the forward time of every position it has verified beyond the root too: it is
+    then weighed as a whole against plain decoding."""
 
     def __init__(self, payoff: DrafterPayoff | None = None, calibrated: bool = False):
         self.payoff, self.calibrated = payoff, calibrated
@@ -58,12 +60,14 @@ class Solo:
     def settle(self, verdict: Verdict, spent: Sequence[float], seconds: dict[str, float], committed: int,
                cost: CostCurve | None) -> None:
         """Tell the payoff what the drafter gained (the accepted nodes) and what it answers for: its pass, ``spent``,
-        the forward time of its riders, and where it is not calibrated, of its verified nodes."""
+        the selection over its tree, the forward time of its riders, and where it is not calibrated, of its verified
+        nodes."""
         if self.payoff is None:
             return
         riders = 0 if verdict.rider_logits is None else verdict.rider_logits.shape[0]
         forward = verdict.tree.size + riders
-        added = spent[0] + cost.time(forward) - cost.time(verdict.tree.size if self.calibrated else 1)
+        priced = cost.time(forward) - cost.time(verdict.tree.size if self.calibrated else 1)
+        added = spent[0] + seconds.get("select", 0.0) + priced
         self.payoff.record({0: (self.asked[0], float(len(verdict.path)), added)}, committed, sum(seconds.values()))
 
     def share(self, verdict: Verdict) -> list[Verdict]:

@@ -3,19 +3,18 @@
 In a composition that sizes its work by the cost curve (alone or in a mix), the selector
 prices the nodes it verifies; what it does not price is each drafter's own pass (propose,
 build and observe) and the forward time its riders add on the curve. Those are a drafter's
-cost (alone, a drafter whose scores are its own claims answers for its verified nodes too:
-:class:`specmix.mixing.Solo`), and its gain is what the step would lose without it: the
-accepted tokens only it proposed (a mix credits a token several proposed to the cheapest
-of them). Adding a
-drafter speeds decoding up exactly when its tokens per second
-beat the step's own rate (alone: plain decoding's), so a drafter is asked while its
-recent gain per second, times ``optimism`` (none by default: the costs above leave some out,
-such as the head's rows for riders), is at least the recent tokens per second of the
-whole step. Both are ratios of discounted sums, so steps where a drafter proposes
-nothing (and costs next to nothing) barely move its ratio, and a drafter whose recent cost
-is below ``free`` of a step (a lookup that finds nothing) is always asked: it cannot slow
-a step by more than noise. One that falls below sits steps
-out (its state still learns from every verdict); after ``revisit`` steps out it is asked
+cost (alone, a drafter answers for the selector's time over its tree as well, and one whose
+scores are its own claims for its verified nodes too: :class:`specmix.mixing.Solo`), and
+its gain is what the step would lose without it: the accepted tokens only it proposed (a
+mix credits a token several proposed to the cheapest of them). Adding a drafter speeds
+decoding up exactly when its tokens per second beat the step's own rate (alone: plain
+decoding's), so a drafter is asked while its recent gain per second, times ``optimism``
+(none by default: the costs above leave some out, such as the head's rows for riders), is
+at least the recent tokens per second of the whole step. Both are ratios of discounted
+sums, so steps where a drafter proposes nothing (and costs next to nothing) barely move
+its ratio, and a drafter whose recent cost is below ``free`` of a step (a lookup that
+finds nothing) is always asked: it cannot slow a step by more than noise. One that falls
+below sits steps out (its state still learns from every verdict); after ``revisit`` steps out it is asked
 again for a trial of ``trial`` steps, measured afresh, so that a bad stretch never switches
 it off for good. Each trial that begins doubles the wait before the next (up to
 ``longest`` steps) until the drafter pays outside a trial, which brings the wait back to
