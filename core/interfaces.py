@@ -67,8 +67,8 @@ class Drafter(Component):
     A drafter whose tree scores are already acceptance estimates learnt from verdicts (a
     lookup's online odds) sets ``calibrated``: a mix then takes them as they are instead
     of calibrating them again (:mod:`specmix.calibration`), and alone it answers only for its
-    pass, riders and the selection over its tree, not for the positions a selector verified on those scores
-    (:class:`specmix.mixing.Solo`).
+    pass, riders and the selection over its tree, not for the positions a selector verified
+    on those scores (:class:`specmix.mixing.Solo`).
     """
 
     hidden_layers: tuple[int, ...] = ()

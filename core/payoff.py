@@ -14,9 +14,9 @@ at least the recent tokens per second of the whole step. Both are ratios of disc
 sums, so steps where a drafter proposes nothing (and costs next to nothing) barely move
 its ratio, and a drafter whose recent cost is below ``free`` of a step (a lookup that
 finds nothing) is always asked: it cannot slow a step by more than noise. One that falls
-below sits steps out (its state still learns from every verdict); after ``revisit`` steps out it is asked
-again for a trial of ``trial`` steps, measured afresh, so that a bad stretch never switches
-it off for good. Each trial that begins doubles the wait before the next (up to
+below sits steps out (its state still learns from every verdict); after ``revisit`` steps
+out it is asked again for a trial of ``trial`` steps, measured afresh, so that a bad
+stretch never switches it off for good. Each trial that begins doubles the wait before the next (up to
 ``longest`` steps) until the drafter pays outside a trial, which brings the wait back to
 ``revisit``: on a CPU where a drafter never pays, its trials cost ever less. Every
 drafter starts each generation on a trial; the wait it has earned is kept across them.
