@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
+import functools
 import hashlib
-import itertools
 import json
 import re
 import sys
@@ -71,11 +72,42 @@ class CostCurve:
         if self.longer is None:
             return self
         share = (context - self.context) / (self.longer_context - self.context)
-        seconds = [max(a + (b - a) * share, a / 4) for a, b in zip(self.seconds, self.longer)]
-        return CostCurve(sizes=self.sizes, seconds=list(itertools.accumulate(seconds, max)))
+        return CostCurve(sizes=self.sizes, seconds=[max(a + (b - a) * share, a / 4)
+                                                    for a, b in zip(self.seconds, self.longer)])
 
     def time(self, n: int) -> float:
-        """Forward seconds for ``n`` new tokens (extrapolated linearly past the last size)."""
+        """Forward seconds for ``n`` new tokens: at ``n`` itself or padded to a cheaper larger size (see
+        :meth:`padded_size`), whichever costs less; so never less than for fewer tokens."""
+        return self._cheapest(n)[0]
+
+    def padded_size(self, n: int) -> int:
+        """How many tokens a forward of ``n`` runs at: ``n``, or a larger measured size that costs less.
+
+        On some CPUs a matrix product over a few rows takes longer than over a few more (on
+        one two-core machine 2 to 4 new tokens cost more than 5); padding such a forward with
+        tokens that see only themselves, dropped afterwards, buys the cheaper size.
+        """
+        return self._cheapest(n)[1]
+
+    def _cheapest(self, n: int) -> tuple[float, int]:
+        own = (self._interpolated(n), n)
+        first_larger = bisect.bisect_right(self.sizes, n)
+        if first_larger == len(self.sizes):
+            return own
+        larger = self._cheapest_from[first_larger]
+        return larger if larger[0] < own[0] else own  # padding only for less time
+
+    @functools.cached_property
+    def _cheapest_from(self) -> list[tuple[float, int]]:
+        """For each measured size, the fastest (seconds, size) at it or larger, the smaller size of equals."""
+        cheapest, best = [], (float("inf"), 0)
+        for size, seconds in reversed(list(zip(self.sizes, self.seconds))):
+            best = min(best, (seconds, size))
+            cheapest.append(best)
+        return cheapest[::-1]
+
+    def _interpolated(self, n: int) -> float:
+        """Forward seconds at ``n`` itself, linear between measured sizes (and past the last)."""
         sizes, seconds = self.sizes, self.seconds
         if n <= sizes[0] or len(sizes) == 1:
             return seconds[0] if n <= sizes[0] else seconds[0] * n / sizes[0]
@@ -148,8 +180,8 @@ def _times(target: Target, sizes: Sequence[int], context: int, repeats: int) -> 
     samples = [[] for _ in sizes]
     # Rounds over every size, not every repeat of one size in a row: a stretch of other work on the machine
     # then slows one round of all sizes, which the fastest of the rounds leaves out, instead of every sample
-    # of one size, which would raise it and (below) every larger size with it: a flat stretch the selector
-    # would take for free positions.
+    # of one size: a false dip or step the selector would chase. A size faster than a smaller one is kept as
+    # measured (matrix kernels change with the row count); forwards are then padded up to it.
     for round_ in range(repeats + 1):  # the first round warms up
         for samples_of, (ids, positions, causal) in zip(samples, runs):
             start = time.perf_counter()
@@ -158,8 +190,7 @@ def _times(target: Target, sizes: Sequence[int], context: int, repeats: int) -> 
                 samples_of.append(time.perf_counter() - start)
             target.compact(torch.arange(0))
     target.reset()
-    # More tokens never take less time; a dip is noise, and would make selectors chase it.
-    return list(itertools.accumulate((min(times) for times in samples), max))
+    return [min(times) for times in samples]
 
 
 def _measurable(target: Target, sizes: Sequence[int]) -> list[int]:
@@ -180,8 +211,10 @@ def _cache_file(target: Target, cache=None) -> Path:
         device = re.sub(r"[^A-Za-z0-9]+", "-", torch.cuda.get_device_name(target.device)).strip("-")
     dtype = str(target.dtype).removeprefix("torch.")
     head = "-rowhead" if target.lazy_head else ""  # measured with the LM head on a row, not on every token
-    # "rounds": measured in rounds over all sizes; a curve measured size after size is measured again.
-    name = f"{config.get('model_type', 'model')}-{digest}-{device}-{dtype}-threads{torch.get_num_threads()}{head}-rounds"
+    # "rounds": measured in rounds over all sizes; "raw": each size's own time, not raised to a smaller size's
+    # (such a curve never pads); a curve measured otherwise is measured again.
+    name = (f"{config.get('model_type', 'model')}-{digest}-{device}-{dtype}-threads{torch.get_num_threads()}"
+            f"{head}-rounds-raw")
     return cache_dir(cache) / "cost-curves" / f"{name}-torch{torch.__version__}.json"
 
 

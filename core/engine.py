@@ -126,6 +126,7 @@ class Decoder:
             with clock("select"), selector.blame("select"):
                 tree = contract.checked_tree(selector, selector.component.select(tree, proposal, ctx), ctx)
             verified = run.riders_in_context(proposal)
+            self.target.pad_to = None if ctx.cost is None else ctx.cost.padded_size
             with clock("verify"), verifier.blame("verify"):
                 verdict = verifier.component.verify(self.target, tree, verified, ctx, self.layers)
                 verdict = contract.checked_verdict(verifier, verdict, tree, verified, self.layers)

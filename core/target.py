@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 import torch
@@ -12,7 +12,7 @@ from specmix.attention import FLEX, backend_of, tree_mask
 from specmix.errors import ConfigurationError
 from specmix.kv_cache import PreallocatedCache
 from specmix.node_logits import NodeLogits, head_width
-from specmix.static_shapes import INITIAL_CAPACITY, StaticShapes
+from specmix.static_shapes import INITIAL_CAPACITY, StaticShapes, padded
 from specmix.tree import TokenTree
 from specmix.values import Riders
 
@@ -114,6 +114,9 @@ class Target:
         self._static = StaticShapes(model, graphs=cuda, capacity=capacity) if static else None
         self._decoder = None if static else _plain_head_decoder(model, self._head)
         self._head_width = 1
+        self.pad_to: Callable[[int], int] | None = None
+        """How many tokens a tree forward of ``n`` runs at, where some larger size costs less (the engine sets it
+        from the step's cost curve: :meth:`CostCurve.padded_size`); None: ``n`` itself."""
         if self._decoder is not None:
             self._head_width = head_width(self._head)
             known = inspect.signature(self._decoder.forward).parameters
@@ -194,14 +197,27 @@ class Target:
             positions = torch.cat([positions, root_position + riders.offsets])
         else:
             visible = tree.ancestor_mask()
+        ids, positions, visible = self._padded(ids, positions, visible)
+        end = size + count
         if self._decoder is None:
             logits, hidden = self.forward(ids, positions, visible, layers)
-            return TreeOutputs(logits[:size], None if riders is None else logits[size:],
+            return TreeOutputs(logits[:size], None if riders is None else logits[size:end],
                                {layer: states[:size] for layer, states in hidden.items()})
         final, hidden = self._forward_final(ids, positions, visible, layers)
         return TreeOutputs(NodeLogits.lazy(final[:size], self._head, self.vocab_size, self._head_width),
-                           None if riders is None else self._head(final[size:]),
+                           None if riders is None else self._head(final[size:end]),
                            {layer: states[:size] for layer, states in hidden.items()})
+
+    def _padded(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor):
+        """A tree forward grown to the size :attr:`pad_to` names with copies of the root that see only themselves
+        (static shapes pad on their own); :meth:`commit` drops them with the rejected nodes."""
+        count = ids.shape[0]
+        size = count if self._static is not None or self.pad_to is None else self.pad_to(count)
+        if size <= count:
+            return ids, positions, visible
+        extra = size - count
+        return (torch.cat([ids, ids[:1].expand(extra)]), torch.cat([positions, positions[:1].expand(extra)]),
+                padded(visible, size))
 
     def commit(self, path: Sequence[int]) -> None:
         """Keep, of the last :meth:`forward_tree`, the root and the nodes of ``path`` (an accepted root path)."""

@@ -2,6 +2,8 @@ import json
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from specmix import ConfigurationError, CostCurve, DecodeSettings, Proposal, StepContext, Target, TokenTree
 from specmix.cost import cost_curve_for, measure
@@ -15,6 +17,25 @@ def test_interpolates_between_and_extrapolates_past_measurements():
     assert curve.time(2) == pytest.approx(1.2)
     assert curve.time(6) == pytest.approx(1.8)
     assert curve.time(16) == pytest.approx(2.8)
+
+
+def test_a_size_costlier_than_a_larger_one_runs_padded_to_it():
+    curve = CostCurve(sizes=(1, 2, 4, 8), seconds=(1.0, 1.5, 1.4, 2.0))
+    assert [curve.padded_size(n) for n in range(1, 7)] == [1, 4, 4, 4, 5, 6]
+    assert [curve.time(n) for n in range(1, 7)] == pytest.approx([1.0, 1.4, 1.4, 1.4, 1.55, 1.7])
+    assert curve.padded_size(20) == 20 and curve.time(20) == pytest.approx(3.8)  # on the last slope
+    tie = CostCurve(sizes=(1, 2, 4), seconds=(1.0, 1.2, 1.2))
+    assert tie.padded_size(2) == 2 and tie.padded_size(3) == 3  # padding only when it saves time
+
+
+@given(seconds=st.lists(st.floats(0.01, 10.0), min_size=1, max_size=6), n=st.integers(1, 80))
+def test_forward_time_never_falls_with_more_tokens_and_is_the_padded_sizes_own(seconds, n):
+    sizes = [1, 2, 3, 5, 8, 16][: len(seconds)]
+    curve = CostCurve(sizes=sizes, seconds=seconds)
+    assert curve.time(n) <= curve.time(n + 1) + 1e-12
+    padded = curve.padded_size(n)
+    assert padded >= n and (padded == n or padded in sizes)
+    assert curve.time(n) == pytest.approx(curve.time(padded))
 
 
 def test_a_curve_over_two_cache_lengths_gives_the_curve_over_any_other():
@@ -124,3 +145,20 @@ def test_a_busy_stretch_during_measurement_leaves_the_curve_as_it_is(monkeypatch
     monkeypatch.setattr(specmix.cost, "time", type("Clock", (), {"perf_counter": staticmethod(target.clock)}))
     curve = measure(target, sizes=(1, 2, 4), context=8, repeats=4, longer=None)
     assert curve.seconds == pytest.approx((0.001, 0.002, 0.004))  # size after size, all of 4's samples: 54 ms
+
+
+class _DippingTarget(_BusyStretchTarget):
+    """A target on which two tokens take 3 ms and four take 2 ms, as when a kernel changes with the row count."""
+
+    def forward(self, ids, positions, visible, logits=True):
+        self.now += {1: 0.001, 2: 0.003, 4: 0.002}[ids.shape[0]]
+
+
+def test_a_size_faster_than_a_smaller_one_is_kept_as_measured(monkeypatch):
+    import specmix.cost
+
+    target = _DippingTarget()
+    monkeypatch.setattr(specmix.cost, "time", type("Clock", (), {"perf_counter": staticmethod(target.clock)}))
+    curve = measure(target, sizes=(1, 2, 4), context=8, repeats=2, longer=None)
+    assert curve.seconds == pytest.approx((0.001, 0.003, 0.002))
+    assert curve.padded_size(2) == 4 and curve.time(2) == pytest.approx(0.002)

@@ -1,9 +1,12 @@
 import pytest
 import torch
+from hypothesis import given
 
-from specmix import ConfigurationError, Decoder, DecodeSettings, Registry
+from specmix import ConfigurationError, CostCurve, Decoder, DecodeSettings, Registry
 from specmix.testing import FAMILIES, reference_greedy, tiny_model
-from specmix.testing.properties import make_decoder
+from specmix.testing.drafters import ReplayPlugin
+from specmix.testing.properties import check_greedy_identical, kit_registry, make_decoder
+from specmix.testing.strategies import greedy_cases, kit_settings
 
 
 @pytest.fixture
@@ -91,3 +94,33 @@ def test_feature_conditioned_drafting_sees_target_hidden_states(registry):
     committed_in_cache = 4 + sum(step.accepted + 1 for step in generation.steps)
     assert {states.shape[0] for states in drafter.features.values()} == {committed_in_cache}
     assert generation.tau > 1
+
+
+PADDING = CostCurve(sizes=(1, 2, 16, 32), seconds=(1.0, 5.0, 1.1, 3.0))
+"""A curve on which 2 to 15 new tokens cost more than 16, so every tree forward of 2 to 15 runs at 16."""
+MIXED = dict(drafter="kit-riders+kit-features", builder="drafted+chain", selector="budget", verifier="tree")
+
+
+@given(case=greedy_cases())
+@kit_settings()
+def test_forwards_padded_to_a_cheaper_size_keep_greedy_output_and_the_cache_exact(registry, case):
+    check_greedy_identical(registry, MIXED, case, cost_curve=PADDING)
+
+
+def test_a_tree_forward_runs_at_the_cheapest_size_the_curve_names():
+    """A replayed five-token chain makes a six-node tree, which the curve says runs cheaper at sixteen."""
+    model = tiny_model("llama")
+    prompt, settings = [4, 5, 6, 7], DecodeSettings(max_new_tokens=40, stop_ids=())
+    free = reference_greedy(model, prompt, settings)
+    composition = kit_registry([ReplayPlugin()]).compose(
+        drafter="kit-replay", builder="drafted", selector="budget", verifier="tree",
+        options=dict(drafter=dict(path=prompt + free, length=5)))
+    decoder = Decoder(model, composition, cost_curve=PADDING)
+    forward_sizes = []
+    model.model.register_forward_pre_hook(
+        lambda _, args, kwargs: forward_sizes.append(kwargs["input_ids"].shape[-1]), with_kwargs=True)
+    generation = decoder.generate(prompt, settings)
+    assert list(generation.tokens) == free
+    tree_sizes = [step.tree_size for step in generation.steps]
+    assert forward_sizes[1:] == [16 if 1 < size < 16 else size for size in tree_sizes]  # after the prefill
+    assert 6 in tree_sizes

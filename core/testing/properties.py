@@ -23,9 +23,10 @@ def kit_registry(extra_plugins: Iterable[object] = ()) -> Registry:
     return Registry.load(extra_plugins=(KitPlugin(), *extra_plugins), strict=True)
 
 
-def make_decoder(registry: Registry, names: Mapping[str, str], model, seed: int, options=None) -> Decoder:
+def make_decoder(registry: Registry, names: Mapping[str, str], model, seed: int, options=None,
+                 cost_curve: CostCurve = CURVE) -> Decoder:
     """A decoder for ``names`` (``"a+b"`` mixes drafters) with each component's ``test_options`` under
-    ``options``; kit drafters get ``seed`` and the model as their oracle."""
+    ``options``; kit drafters get ``seed`` and the model as their oracle; ``cost_curve`` stands for T(N)."""
     merged: dict[str, dict] = {}
     kit: dict[str, object] = {}
     for kind, joined in names.items():
@@ -39,7 +40,7 @@ def make_decoder(registry: Registry, names: Mapping[str, str], model, seed: int,
     for kind, value in (options or {}).items():
         merged.setdefault(kind, {}).update(value)
     merged.setdefault("drafter", {}).update(kit)
-    return Decoder(model, registry.compose(options=merged, **names), cost_curve=CURVE, static=kit_static())
+    return Decoder(model, registry.compose(options=merged, **names), cost_curve=cost_curve, static=kit_static())
 
 
 @attrs.frozen
@@ -67,10 +68,10 @@ def check_cache_matches_rebuild(target, model, committed: Sequence[int]) -> None
 
 
 def check_greedy_identical(registry: Registry, names: Mapping[str, str], case: GreedyCase, options=None,
-                           check_cache: bool = True) -> None:
+                           check_cache: bool = True, cost_curve: CostCurve = CURVE) -> None:
     """Greedy output is token-for-token the target's own; optionally the cache is checked after every step."""
     model = tiny_model(case.family, case.model_seed)
-    decoder = make_decoder(registry, names, model, case.drafter_seed, options)
+    decoder = make_decoder(registry, names, model, case.drafter_seed, options, cost_curve)
     tokens = []
     for step in decoder.stream(case.prompt, case.settings):
         tokens.extend(step.tokens)
