@@ -5,7 +5,8 @@ built from the same visibility rule, so whole blocks of the cache that every que
 are skipped without reading a mask. SDPA is the default (``DEFAULT``) on every device: on CPU it is
 faster at these sizes, and on CUDA its additive mask is a plain tensor that a captured
 CUDA graph can be fed (see :mod:`specmix.static_shapes`), while a ``BlockMask`` is built
-on the host every step. ``attention="flex_attention"`` picks FlexAttention, run eagerly.
+on the host every step. ``attention="flex_attention"`` picks FlexAttention, on CUDA only (see
+:class:`specmix.Target`).
 """
 
 from __future__ import annotations

@@ -109,6 +109,11 @@ class Target:
             raise ConfigurationError("static shapes need an additive-mask attention backend (sdpa or eager), "
                                      "not flex_attention, whose block mask is rebuilt on the host every step")
         cuda = self.device.type == "cuda"
+        if flex and not cuda:
+            # Seen on an AMD CPU with torch 2.13: transformers' compiled FlexAttention returned NaN or logits off
+            # by whole units on some calls, now and then, with no speculation involved; greedy output changed.
+            raise ConfigurationError("flex_attention is refused on CPU, where torch's compiled FlexAttention "
+                                     "kernel returned wrong values on some calls; use attention='sdpa'")
         if static is None:
             static = cuda and not flex
         self._static = StaticShapes(model, graphs=cuda, capacity=capacity) if static else None
