@@ -33,12 +33,14 @@ def bucket(count: int) -> int:
     return next((size for size in BUCKETS if size >= count), count)
 
 
-def padded(visible: torch.Tensor, size: int) -> torch.Tensor:
-    """``visible [T, T]`` grown to ``[size, size]``: each padding token sees only itself."""
+def padded(ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, size: int):
+    """A forward of ``T`` tokens grown to ``size`` with copies of its first token at its position; each padding
+    token sees only itself (``visible [T, T]`` grown to ``[size, size]``), so no real token's output changes."""
     count = visible.shape[0]
     grown = torch.eye(size, dtype=torch.bool)
     grown[:count, :count] = visible
-    return grown
+    extra = size - count
+    return torch.cat([ids, ids[:1].expand(extra)]), torch.cat([positions, positions[:1].expand(extra)]), grown
 
 
 def capacity_mask(visible: torch.Tensor, past: int, capacity: int, dtype: torch.dtype) -> torch.Tensor:
@@ -109,9 +111,7 @@ class StaticShapes:
         if past + size > self.cache.capacity:
             self._grow(past + size)
         if size > count:
-            ids = torch.cat([ids, ids.new_zeros(size - count)])
-            positions = torch.cat([positions, positions[-1:].expand(size - count)])
-            visible = padded(visible, size)
+            ids, positions, visible = padded(ids, positions, visible, size)
         inputs = dict(ids=ids.to(device)[None], positions=positions.to(device)[None],
                       mask=capacity_mask(visible, past, self.cache.capacity, self.model.dtype).to(device))
         slots = torch.arange(past, past + size, device=device)

@@ -218,11 +218,7 @@ class Target:
         (static shapes pad on their own); :meth:`commit` drops them with the rejected nodes."""
         count = ids.shape[0]
         size = count if self._static is not None or self.pad_to is None else self.pad_to(count)
-        if size <= count:
-            return ids, positions, visible
-        extra = size - count
-        return (torch.cat([ids, ids[:1].expand(extra)]), torch.cat([positions, positions[:1].expand(extra)]),
-                padded(visible, size))
+        return (ids, positions, visible) if size <= count else padded(ids, positions, visible, size)
 
     def commit(self, path: Sequence[int]) -> None:
         """Keep, of the last :meth:`forward_tree`, the root and the nodes of ``path`` (an accepted root path)."""

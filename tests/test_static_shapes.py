@@ -21,7 +21,8 @@ def test_forward_sizes_round_up_to_a_bucket():
 
 def test_padding_tokens_see_only_themselves_and_nothing_sees_them():
     visible = torch.tensor([[True, False, False], [True, True, False], [True, False, True]])
-    grown = padded(visible, 5)
+    ids, positions, grown = padded(torch.tensor([7, 8, 9]), torch.tensor([4, 5, 5]), visible, 5)
+    assert ids.tolist() == [7, 8, 9, 7, 7] and positions.tolist() == [4, 5, 5, 4, 4]
     assert torch.equal(grown[:3, :3], visible)
     assert not grown[:3, 3:].any() and torch.equal(grown[3:, :], torch.eye(5, dtype=torch.bool)[3:])
     mask = capacity_mask(grown, past=2, capacity=10, dtype=torch.float64)
