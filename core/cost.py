@@ -19,6 +19,7 @@ import torch
 from specmix.errors import ConfigurationError, SpecmixWarning
 from specmix.paths import cache_dir, write_atomically
 from specmix.target import Target
+from specmix.tree import TokenTree
 
 # Dense at the small end, where CPU forward time jumps between neighbouring sizes (3 -> 4 here).
 DEFAULT_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
@@ -149,9 +150,10 @@ def measure(target: Target, sizes: Sequence[int] = DEFAULT_SIZES, context: int =
     """Fastest of ``repeats`` forward times of a causal chain of N new tokens over a ``context``-token cache,
     and over a ``longer`` one too where the model's context has room (None: over one length only).
 
-    The fastest, not the median: other work on the machine only ever adds time. Where the
-    target applies its LM head only to the rows a walk reads (:attr:`Target.lazy_head`),
-    the head runs on one row here, as it does on the few rows of a typical walk.
+    The fastest, not the median: other work on the machine only ever adds time. Each is a
+    tree forward whose root's argmax is then read, as in a step that accepts nothing: where
+    the target applies its LM head only to the rows a walk reads (:attr:`Target.lazy_head`),
+    the head runs on that row alone (or is screened, :attr:`Target.screen`).
     """
     sizes = _measurable(target, sizes)
     context, longer = _contexts(target, sizes, context, longer)
@@ -173,23 +175,24 @@ def _times(target: Target, sizes: Sequence[int], context: int, repeats: int) -> 
     generator = torch.Generator().manual_seed(0)
     target.reset()
     target.prefill(torch.randint(target.vocab_size, (context,), generator=generator))
-    runs = []
-    for n in sizes:
-        ids = torch.randint(target.vocab_size, (n,), generator=generator)
-        runs.append((ids, torch.arange(context, context + n), torch.ones(n, n, dtype=torch.bool).tril()))
+    chains = [torch.randint(target.vocab_size, (n,), generator=generator).tolist() for n in sizes]
+    trees = [TokenTree.from_paths(chain[0], [chain[1:]] if len(chain) > 1 else [], target.vocab_size)
+             for chain in chains]
     samples = [[] for _ in sizes]
+    padding, target.pad_to = target.pad_to, None  # each size at its own
     # Rounds over every size, not every repeat of one size in a row: a stretch of other work on the machine
     # then slows one round of all sizes, which the fastest of the rounds leaves out, instead of every sample
     # of one size: a false dip or step the selector would chase. A size faster than a smaller one is kept as
     # measured (matrix kernels change with the row count); forwards are then padded up to it.
     for round_ in range(repeats + 1):  # the first round warms up
-        for samples_of, (ids, positions, causal) in zip(samples, runs):
+        for samples_of, tree in zip(samples, trees):
             start = time.perf_counter()
-            target.forward(ids, positions, causal, logits=not target.lazy_head)
+            target.forward_tree(tree).node_logits.argmax(0)  # what a step that accepts nothing pays
             if round_:
                 samples_of.append(time.perf_counter() - start)
             target.compact(torch.arange(0))
     target.reset()
+    target.pad_to = padding
     return [min(times) for times in samples]
 
 
@@ -210,7 +213,8 @@ def _cache_file(target: Target, cache=None) -> Path:
     if device == "cuda":
         device = re.sub(r"[^A-Za-z0-9]+", "-", torch.cuda.get_device_name(target.device)).strip("-")
     dtype = str(target.dtype).removeprefix("torch.")
-    head = "-rowhead" if target.lazy_head else ""  # measured with the LM head on a row, not on every token
+    # Measured with the LM head on a row, not on every token, and its argmax screened in float16 where it is.
+    head = ("-rowhead" if target.lazy_head else "") + ("-screened" if target.screen is not None else "")
     # "rounds": measured in rounds over all sizes; "raw": each size's own time, not raised to a smaller size's
     # (such a curve never pads); a curve measured otherwise is measured again.
     name = (f"{config.get('model_type', 'model')}-{digest}-{device}-{dtype}-threads{torch.get_num_threads()}"

@@ -1,7 +1,8 @@
 """The target's logits at the nodes of one verified tree, computed as they are needed.
 
 The LM head is a fifth of a small model's work per token, and a walk down a verified tree
-reads the logits of only the nodes it reaches: the root and the accepted path. When the
+reads the logits of only the nodes it reaches: the root and the accepted path (a greedy walk,
+only their argmax, which :mod:`specmix.screened_head` finds more cheaply still). When the
 target's logits are its output embedding applied to its decoder's last hidden state
 (checked once per model, :meth:`specmix.Target.lazy_head`), the target keeps those hidden
 states and the head runs on the rows asked for, a few at a time; any other model's logits
@@ -14,6 +15,8 @@ import time
 from collections.abc import Callable, Sequence
 
 import torch
+
+from specmix.screened_head import ScreenedHead
 
 MAX_WIDTH = 8
 """The most rows :func:`head_width` considers for one call of the head."""
@@ -47,13 +50,14 @@ class NodeLogits:
 
     def __init__(self, rows: int, vocab: int, full: torch.Tensor | None = None,
                  final: torch.Tensor | None = None, head: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                 width: int = 1):
+                 width: int = 1, screen: ScreenedHead | None = None):
         self.shape = (rows, vocab)
         self.width = width
         """How many rows one call of the head takes for about the price of one: a reader asking for a row
         may bring ``width - 1`` more with it."""
-        self._full, self._final, self._head = full, final, head
+        self._full, self._final, self._head, self._screen = full, final, head, screen
         self._have = [full is not None] * rows
+        self._argmax: dict[int, int] = {}
 
     @classmethod
     def of(cls, value: NodeLogits | torch.Tensor) -> NodeLogits:
@@ -64,10 +68,11 @@ class NodeLogits:
 
     @classmethod
     def lazy(cls, final: torch.Tensor, head: Callable[[torch.Tensor], torch.Tensor], vocab: int,
-             width: int = 1) -> NodeLogits:
+             width: int = 1, screen: ScreenedHead | None = None) -> NodeLogits:
         """Logits ``head(final[i])`` for each row ``i`` of ``final [N, D]``, computed when first asked for
-        (``width``: see :attr:`width`)."""
-        return cls(final.shape[0], vocab, final=final, head=head, width=width)
+        (``width``: see :attr:`width`; ``screen``: a cheaper exact argmax of ``head``, used when a row's argmax is
+        asked for before the row)."""
+        return cls(final.shape[0], vocab, final=final, head=head, width=width, screen=screen)
 
     @property
     def computed(self) -> int:
@@ -77,10 +82,6 @@ class NodeLogits:
     def has(self, node: int) -> bool:
         """Whether ``node``'s row is computed already."""
         return self._have[node]
-
-    def known(self) -> list[int]:
-        """The nodes whose rows have been computed so far, in order: what can be read for free."""
-        return [node for node, have in enumerate(self._have) if have]
 
     def rows(self, nodes: Sequence[int]) -> torch.Tensor:
         """``[len(nodes), V]``, computing the missing rows in one call of the head."""
@@ -103,6 +104,20 @@ class NodeLogits:
         if not self._have[node]:
             self.rows([node, *along])
         return self._full[node]
+
+    def argmax(self, node: int, along: Sequence[int] = ()) -> int:
+        """The argmax of ``node``'s row, screened without the row where that is cheaper; when the row must be
+        computed, the rows ``along`` come with it (as in :meth:`row`)."""
+        if node not in self._argmax:
+            choice = None
+            if not self._have[node] and self._screen is not None:
+                choice = self._screen.argmax(self._final[node])
+            self._argmax[node] = int(self.row(node, along).argmax()) if choice is None else choice
+        return self._argmax[node]
+
+    def chosen(self) -> dict[int, int]:
+        """The argmax at every node where it is known so far (its row computed or its argmax screened), by node."""
+        return {node: self.argmax(node) for node in range(self.shape[0]) if self._have[node] or node in self._argmax}
 
     def all(self) -> torch.Tensor:
         """``[N, V]`` at every node."""

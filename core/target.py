@@ -12,6 +12,7 @@ from specmix.attention import FLEX, backend_of, tree_mask
 from specmix.errors import ConfigurationError
 from specmix.kv_cache import PreallocatedCache
 from specmix.node_logits import NodeLogits, head_width
+from specmix.screened_head import ScreenedHead
 from specmix.static_shapes import INITIAL_CAPACITY, StaticShapes, padded
 from specmix.tree import TokenTree
 from specmix.values import Riders
@@ -122,8 +123,12 @@ class Target:
         self.pad_to: Callable[[int], int] | None = None
         """How many tokens a tree forward of ``n`` runs at, where some larger size costs less (the engine sets it
         from the step's cost curve: :meth:`CostCurve.padded_size`); None: ``n`` itself."""
+        self.screen: ScreenedHead | None = None
+        """The exact greedy argmax of the LM head through a float16 copy (:mod:`specmix.screened_head`), where
+        the head runs on the rows a walk reads and this is faster than one float32 row; None: rows decide."""
         if self._decoder is not None:
             self._head_width = head_width(self._head)
+            self.screen = ScreenedHead.for_head(self._head)
             known = inspect.signature(self._decoder.forward).parameters
             self._decoder_cache_keyword = "cache" if "cache" in known else "past_key_values"
         self.reset()
@@ -209,7 +214,7 @@ class Target:
             return TreeOutputs(logits[:size], None if riders is None else logits[size:end],
                                {layer: states[:size] for layer, states in hidden.items()})
         final, hidden = self._forward_final(ids, positions, visible, layers)
-        return TreeOutputs(NodeLogits.lazy(final[:size], self._head, self.vocab_size, self._head_width),
+        return TreeOutputs(NodeLogits.lazy(final[:size], self._head, self.vocab_size, self._head_width, self.screen),
                            None if riders is None else self._head(final[size:end]),
                            {layer: states[:size] for layer, states in hidden.items()})
 

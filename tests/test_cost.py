@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from specmix import ConfigurationError, CostCurve, DecodeSettings, Proposal, StepContext, Target, TokenTree
 from specmix.cost import cost_curve_for, measure
 from specmix.plugins.basic.budget_selector import BudgetSelector
+from specmix.target import TreeOutputs
 from specmix.testing import CURVE, tiny_model
 
 
@@ -116,7 +117,7 @@ class _BusyStretchTarget:
     """A target whose forward of N tokens takes N ms on a clock of its own, and 50 ms more on calls 10 to 17,
     as when other work shares the machine for a while."""
 
-    vocab_size, max_length, lazy_head = 16, 64, True
+    vocab_size, max_length, lazy_head, pad_to = 16, 64, True, None
 
     def __init__(self):
         self.now, self.calls = 0.0, 0
@@ -124,9 +125,10 @@ class _BusyStretchTarget:
     def clock(self) -> float:
         return self.now
 
-    def forward(self, ids, positions, visible, logits=True):
+    def forward_tree(self, tree):
         self.calls += 1
-        self.now += 0.001 * ids.shape[0] + (0.05 if 10 <= self.calls <= 17 else 0.0)
+        self.now += 0.001 * tree.size + (0.05 if 10 <= self.calls <= 17 else 0.0)
+        return TreeOutputs(torch.zeros(tree.size, self.vocab_size), None, {})
 
     def reset(self):
         pass
@@ -150,8 +152,9 @@ def test_a_busy_stretch_during_measurement_leaves_the_curve_as_it_is(monkeypatch
 class _DippingTarget(_BusyStretchTarget):
     """A target on which two tokens take 3 ms and four take 2 ms, as when a kernel changes with the row count."""
 
-    def forward(self, ids, positions, visible, logits=True):
-        self.now += {1: 0.001, 2: 0.003, 4: 0.002}[ids.shape[0]]
+    def forward_tree(self, tree):
+        self.now += {1: 0.001, 2: 0.003, 4: 0.002}[tree.size]
+        return TreeOutputs(torch.zeros(tree.size, self.vocab_size), None, {})
 
 
 def test_a_size_faster_than_a_smaller_one_is_kept_as_measured(monkeypatch):

@@ -29,7 +29,7 @@ def test_rows_are_computed_once_when_first_asked_for_with_what_comes_along():
     logits = NodeLogits.lazy(final, head, vocab=10)
     assert logits.shape == (6, 10) and logits.computed == 0
     assert torch.allclose(logits.row(2, along=[3, 4]), final[2] @ weight.T)
-    assert calls == [3] and logits.computed == 3 and logits.known() == [2, 3, 4]
+    assert calls == [3] and logits.computed == 3 and list(logits.chosen()) == [2, 3, 4]
     logits.row(3, along=[5])  # already there: no call, and nothing comes along
     assert calls == [3]
     assert torch.allclose(logits[0], final[0] @ weight.T) and calls == [3, 1]

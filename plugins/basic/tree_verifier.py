@@ -30,8 +30,8 @@ class _Rows:
         return self.logits.row(node, self.likely_next(node))
 
     def __getitem__(self, node: int) -> int:
-        """The argmax at ``node``, as the greedy walk indexes it."""
-        return int(self(node).argmax())
+        """The argmax at ``node``, as the greedy walk indexes it (without its row where the target screens it)."""
+        return self.logits.argmax(node, self.likely_next(node))
 
 
 class TreeVerifier(Verifier):

@@ -68,12 +68,10 @@ class PTDDrafter(Drafter):
 
     def observe(self, verdict, ctx):
         tree, logits = verdict.tree, verdict.node_logits
-        # What the target chose after every verified node whose logits were computed (all of them, or the ones
-        # the walk read where the head runs on those alone) extends the trie just verified.
-        known = logits.known()
-        argmax = logits.rows(known).argmax(dim=-1).tolist()
+        # What the target chose after every verified node where that is known (all of them, or the ones the walk
+        # read where the head runs on those alone) extends the trie just verified.
         self.pool.add(tree.root, ([tree.token_list[i] for i in tree.path(node)] + [choice]
-                                  for node, choice in zip(known, argmax)))
+                                  for node, choice in logits.chosen().items()))
         if verdict.rider_logits is not None:
             sent = self.draft.sent
             self.draft.grow(verdict.rider_logits.argmax(dim=-1).tolist(), ctx.stop_ids)
