@@ -79,6 +79,24 @@ def test_only_a_bias_free_float32_linear_head_is_screened(head):
     assert ScreenedHead.for_head(head) is None
 
 
+def test_a_device_that_sums_float16_products_in_float16_is_not_screened(monkeypatch):
+    linear = torch.nn.functional.linear
+
+    def summed_in_float16(rows, weight):
+        if rows.dtype != torch.float16:
+            return linear(rows, weight)
+        total = torch.zeros(rows.shape[0], weight.shape[0], dtype=torch.float16)
+        for column in range(rows.shape[1]):  # every partial sum rounded to float16
+            total = total + rows[:, column, None] * weight[None, :, column]
+        return total
+
+    head = torch.nn.Linear(576, 300, bias=False)
+    assert ScreenedHead(head.weight.detach())._accumulates_in_float32()
+    monkeypatch.setattr(torch.nn.functional, "linear", summed_in_float16)
+    assert not ScreenedHead(head.weight.detach())._accumulates_in_float32()
+    assert ScreenedHead.for_head(head) is None
+
+
 def test_a_float32_weight_is_required():
     with pytest.raises(ValueError, match="float32"):
         ScreenedHead(torch.zeros(4, 2, dtype=torch.float64))
