@@ -117,7 +117,10 @@ class NodeLogits:
 
     def chosen(self) -> dict[int, int]:
         """The argmax at every node where it is known so far (its row computed or its argmax screened), by node."""
-        return {node: self.argmax(node) for node in range(self.shape[0]) if self._have[node] or node in self._argmax}
+        pending = [node for node, have in enumerate(self._have) if have and node not in self._argmax]
+        if pending:  # one reduction over the computed rows, not one per row
+            self._argmax.update(zip(pending, self._full[pending].argmax(dim=-1).tolist()))
+        return dict(sorted(self._argmax.items()))
 
     def all(self) -> torch.Tensor:
         """``[N, V]`` at every node."""

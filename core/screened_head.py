@@ -75,8 +75,9 @@ class ScreenedHead:
         """The argmax of the float32 logits ``weight @ hidden`` (``hidden [D]``), or None where two tokens
         are closer than float32 rounding separates (then the caller reads the whole row)."""
         hidden = hidden.to(torch.float32)
+        length = float(hidden.norm())
         screened = torch.nn.functional.linear(hidden.to(torch.float16)[None], self.half)[0].float()
-        bound = self._norm_factor * float(hidden.norm()) + self._output_factor * screened.abs()
+        bound = self._norm_factor * length + self._output_factor * screened.abs()
         floor = float((screened - bound).max())
         contenders = torch.nonzero(screened + bound >= floor).flatten()
         if contenders.numel() == 1:
@@ -84,7 +85,7 @@ class ScreenedHead:
         exact = self.weight.index_select(0, contenders) @ hidden
         order = exact.argsort(descending=True)
         best, runner = contenders[order[0]], contenders[order[1:]]
-        margin = float(hidden.norm()) * (self._pair_factor[best] + self._pair_factor[runner])
+        margin = length * (self._pair_factor[best] + self._pair_factor[runner])
         if bool((exact[order[0]] - exact[order[1:]] > margin).all()):
             return int(best)
         return None
