@@ -91,7 +91,7 @@ class CostCurve:
         return self._cheapest(n)[1]
 
     def _cheapest(self, n: int) -> tuple[float, int]:
-        own = (self._interpolated(n), n)
+        own = (self.time_at(n), n)
         first_larger = bisect.bisect_right(self.sizes, n)
         if first_larger == len(self.sizes):
             return own
@@ -107,8 +107,8 @@ class CostCurve:
             cheapest.append(best)
         return cheapest[::-1]
 
-    def _interpolated(self, n: int) -> float:
-        """Forward seconds at ``n`` itself, linear between measured sizes (and past the last)."""
+    def time_at(self, n: int) -> float:
+        """Forward seconds at exactly ``n`` new tokens, unpadded: linear between measured sizes (and past the last)."""
         sizes, seconds = self.sizes, self.seconds
         if n <= sizes[0] or len(sizes) == 1:
             return seconds[0] if n <= sizes[0] else seconds[0] * n / sizes[0]

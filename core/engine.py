@@ -17,6 +17,7 @@ from specmix.errors import ConfigurationError, DecoderBusyError
 from specmix.mixing import Mix, Solo
 from specmix.payoff import DrafterPayoff
 from specmix.settings import DecodeSettings
+from specmix.step_costs import StepCosts
 from specmix.target import Target
 from specmix.text import Prompt, TextStream, encode
 from specmix.values import Generation, Proposal, Step, StepContext, StepStats, Verdict
@@ -38,9 +39,11 @@ class Decoder:
     """
 
     def __init__(self, model, composition: Composition, *, tokenizer=None, cost_curve: CostCurve | None = None,
-                 static: bool | None = None, cache_dir=None):
+                 static: bool | None = None, cache_dir=None, learn_costs: bool | None = None):
         """``static``: bucketed forward sizes over a fixed-capacity cache, as CUDA graphs on CUDA (None: on CUDA only).
-        ``cache_dir``: where measured cost curves are kept (default: ``$SPECMIX_CACHE_DIR`` or ``~/.cache/specmix``)."""
+        ``cache_dir``: where measured cost curves are kept (default: ``$SPECMIX_CACHE_DIR`` or ``~/.cache/specmix``).
+        ``learn_costs``: scale the cost curve by what this decoder's steps take against it (:attr:`step_costs`;
+        None: unless ``cost_curve`` is given, which is then taken as it is)."""
         self.target = Target(model, static)
         self.tokenizer = tokenizer
         self.composition = composition
@@ -57,6 +60,10 @@ class Decoder:
         calibrated = [slot.component.calibrated for slot in composition.drafters]
         self._mix = Solo(DrafterPayoff(1) if priced else None, calibrated[0]) if count == 1 else Mix(
             count, payoff=DrafterPayoff(Mix.slots(count)) if priced else None, calibrated=calibrated)
+        learn = cost_curve is None if learn_costs is None else learn_costs
+        self.step_costs = StepCosts() if learn else None
+        """What this decoder's steps took against the cost curve's price, kept across generations; selectors and
+        the drafter payoff see the curve scaled by it (None: the curve as it is)."""
 
     @property
     def cost_curve(self) -> CostCurve:
@@ -130,6 +137,7 @@ class Decoder:
             with clock("verify"), verifier.blame("verify"):
                 verdict = verifier.component.verify(self.target, tree, verified, ctx, self.layers)
                 verdict = contract.checked_verdict(verifier, verdict, tree, verified, self.layers)
+            run.record_cost(verdict, clock.seconds["verify"])
             committed, reason = run.commit(verdict)
             if reason is None:
                 contract.check_cache(verifier, self.target, run.tokens, new=len(verdict.path) + 1)
@@ -192,6 +200,7 @@ class _Run:
             raise ConfigurationError(f"stop ids {outside[:5]} lie outside the vocabulary [0, {target.vocab_size})")
         self.stop_ids = frozenset(target.eos_ids if settings.stop_ids is None else settings.stop_ids)
         self.cost = decoder.cost_curve if decoder.composition.needs_cost_curve else None
+        self.step_costs = decoder.step_costs
         self.generator = torch.Generator()
         if settings.seed is None:
             self.generator.seed()
@@ -207,8 +216,21 @@ class _Run:
         room = min(self.settings.max_new_tokens - self.produced, self.target.max_length - len(self.tokens))
         return StepContext(step=index, tokens=self.buffer[: len(self.tokens)], settings=self.settings,
                            vocab_size=self.target.vocab_size, max_depth=room - 1,
-                           cost=None if self.cost is None else self.cost.at(len(self.tokens)),
+                           cost=None if self.cost is None else self.priced_at(len(self.tokens)),
                            generator=self.generator, stop_ids=self.stop_ids)
+
+    def priced_at(self, context: int) -> CostCurve:
+        curve = self.cost.at(context)
+        return curve if self.step_costs is None else self.step_costs.scaled(curve)
+
+    def record_cost(self, verdict: Verdict, seconds: float) -> None:
+        """Record what verifying took against the curve's price (at this step's context) for the forward it ran."""
+        if self.cost is None or self.step_costs is None:
+            return
+        riders = 0 if verdict.rider_logits is None else verdict.rider_logits.shape[0]
+        forward = verdict.tree.size + riders
+        positions = forward if self.target.pad_to is None else self.target.pad_to(forward)
+        self.step_costs.record(positions, seconds, self.cost.at(len(self.tokens)))
 
     def riders_in_context(self, proposal: Proposal) -> Proposal:
         """The proposal without its riders if any would sit past the model's context (its drafter then sees no rider logits)."""
