@@ -33,8 +33,7 @@ def main(prompts_file: str, methods: str) -> None:
         ids = encode(tokenizer, prompt.text)
         for name in names if index % 2 == 0 else names[::-1]:
             result = decoders[name].generate(ids, DecodeSettings(max_new_tokens=256))
-            total = totals[name]
-            total[0], total[1], total[2] = total[0] + len(result.tokens), total[1] + result.seconds, total[2] + len(result.steps)
+            totals[name] = [a + b for a, b in zip(totals[name], (len(result.tokens), result.seconds, len(result.steps)))]
     plain = totals["vanilla"][0] / totals["vanilla"][1]
     print("| method | tokens/s | vs vanilla | τ |\n|---|---|---|---|")
     for name, (tokens, seconds, steps) in totals.items():

@@ -201,6 +201,7 @@ class _Run:
         self.stop_ids = frozenset(target.eos_ids if settings.stop_ids is None else settings.stop_ids)
         self.cost = decoder.cost_curve if decoder.composition.needs_cost_curve else None
         self.step_costs = decoder.step_costs
+        self.curve_here: CostCurve | None = None  # the unscaled curve at the current step's context
         self.generator = torch.Generator()
         if settings.seed is None:
             self.generator.seed()
@@ -216,21 +217,23 @@ class _Run:
         room = min(self.settings.max_new_tokens - self.produced, self.target.max_length - len(self.tokens))
         return StepContext(step=index, tokens=self.buffer[: len(self.tokens)], settings=self.settings,
                            vocab_size=self.target.vocab_size, max_depth=room - 1,
-                           cost=None if self.cost is None else self.priced_at(len(self.tokens)),
-                           generator=self.generator, stop_ids=self.stop_ids)
+                           cost=self.priced(), generator=self.generator, stop_ids=self.stop_ids)
 
-    def priced_at(self, context: int) -> CostCurve:
-        curve = self.cost.at(context)
-        return curve if self.step_costs is None else self.step_costs.scaled(curve)
+    def priced(self) -> CostCurve | None:
+        """The curve at this step's context (kept for :meth:`record_cost`), scaled by what steps have taken."""
+        self.curve_here = None if self.cost is None else self.cost.at(len(self.tokens))
+        if self.curve_here is None or self.step_costs is None:
+            return self.curve_here
+        return self.step_costs.scaled(self.curve_here)
 
     def record_cost(self, verdict: Verdict, seconds: float) -> None:
-        """Record what verifying took against the curve's price (at this step's context) for the forward it ran."""
-        if self.cost is None or self.step_costs is None:
+        """Record what verifying took against the step's unscaled curve's price for the forward it ran."""
+        if self.curve_here is None or self.step_costs is None:
             return
         riders = 0 if verdict.rider_logits is None else verdict.rider_logits.shape[0]
         forward = verdict.tree.size + riders
         positions = forward if self.target.pad_to is None else self.target.pad_to(forward)
-        self.step_costs.record(positions, seconds, self.cost.at(len(self.tokens)))
+        self.step_costs.record(positions, seconds, self.curve_here)
 
     def riders_in_context(self, proposal: Proposal) -> Proposal:
         """The proposal without its riders if any would sit past the model's context (its drafter then sees no rider logits)."""

@@ -3,7 +3,7 @@ import pytest
 from specmix import CostCurve, Decoder, DecodeSettings, Registry
 from specmix.plugins.basic.budget_selector import BudgetSelector
 from specmix.step_costs import HIGHEST, StepCosts
-from specmix.testing import CURVE, tiny_model
+from specmix.testing import CURVE, reference_greedy, tiny_model
 
 CHEAP_FOUR = CostCurve(sizes=(1, 2, 4, 8, 16), seconds=(1.0, 1.5, 1.4, 2.0, 3.0))
 
@@ -65,8 +65,9 @@ def _selector_curves(monkeypatch):
 def test_selectors_see_the_curve_scaled_by_what_the_decoders_steps_took(monkeypatch, learn):
     """The tiny model runs far under the 135M model's curve, so learnt prices fall below the curve's."""
     seen = _selector_curves(monkeypatch)
-    decoder = Decoder(tiny_model(), Registry.load().compose("ngram"), cost_curve=CURVE, learn_costs=learn)
-    decoder.generate([3, 4, 5, 3, 4, 5, 3, 4], DecodeSettings(max_new_tokens=24))
+    model, prompt, settings = tiny_model(), [3, 4, 5, 3, 4, 5, 3, 4], DecodeSettings(max_new_tokens=24)
+    decoder = Decoder(model, Registry.load().compose("ngram"), cost_curve=CURVE, learn_costs=learn)
+    assert list(decoder.generate(prompt, settings).tokens) == reference_greedy(model, prompt, settings)
     assert seen[0].time(1) == pytest.approx(CURVE.time(1))
     if learn:
         assert decoder.step_costs.ratios and all(r < 1 for r in decoder.step_costs.ratios.values())
