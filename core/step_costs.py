@@ -5,9 +5,11 @@ Inside a generation the same forwards can take longer, and not by the same facto
 every size: on a two-core CPU, forwards of 9 to 13 new tokens took 1.3-1.4 times the
 curve's price in decoding (median) while single tokens took about their price, so a
 selector sizing trees on the curve alone verified more than paid, and drafters priced on
-it drafted at a loss. The engine records each step's verification time against the
+it drafted at a loss. The engine records each step's tree forward time (on the CPU; the
+whole verification elsewhere, where a forward returns before its work is done) against the
 curve's price for the forward it ran, as a running ratio per measured size, and hands
-selectors and the drafter payoff the curve scaled by those ratios.
+selectors and the drafter payoff the curve scaled by those ratios. The head rows a walk reads
+after the forward are left out: they grow with what a step accepts, not with its size.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 import attrs
@@ -123,6 +124,9 @@ class Target:
         self.pad_to: Callable[[int], int] | None = None
         """How many tokens a tree forward of ``n`` runs at, where some larger size costs less (the engine sets it
         from the step's cost curve: :meth:`CostCurve.padded_size`); None: ``n`` itself."""
+        self.tree_seconds: float | None = 0.0 if self.device.type == "cpu" else None
+        """Seconds spent in :meth:`forward_tree` so far, head rows read later excluded; None off the CPU,
+        where a forward returns before its kernels finish, so only a later read of its output could time it."""
         self.screen: ScreenedHead | None = None
         """The exact greedy argmax of the LM head through a float16 copy (:mod:`specmix.screened_head`), where
         the head runs on the rows a walk reads and this is faster than one float32 row; None: rows decide."""
@@ -195,6 +199,13 @@ class Target:
         sees the cache, the root and the riders its row of ``riders.visible`` names.
         Nodes and riders never see each other. :meth:`commit` then keeps an accepted path.
         """
+        start = time.perf_counter()
+        outputs = self._forward_tree(tree, riders, layers)
+        if self.tree_seconds is not None:
+            self.tree_seconds += time.perf_counter() - start
+        return outputs
+
+    def _forward_tree(self, tree: TokenTree, riders: Riders | None, layers: Sequence[int]) -> TreeOutputs:
         size, count = tree.size, 0 if riders is None else riders.count
         root_position = self.length
         ids, positions = tree.tokens, root_position + torch.tensor(tree.depth_list)

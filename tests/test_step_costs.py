@@ -1,7 +1,10 @@
+import time
+
 import pytest
 
 from specmix import CostCurve, Decoder, DecodeSettings, Registry
 from specmix.plugins.basic.budget_selector import BudgetSelector
+from specmix.plugins.basic.tree_verifier import TreeVerifier
 from specmix.step_costs import HIGHEST, StepCosts
 from specmix.testing import CURVE, reference_greedy, tiny_model
 
@@ -75,3 +78,26 @@ def test_selectors_see_the_curve_scaled_by_what_the_decoders_steps_took(monkeypa
     else:
         assert decoder.step_costs is None
         assert all(curve.time(1) == pytest.approx(CURVE.time(1)) for curve in seen)
+
+
+FLAT_20_MS = CostCurve(sizes=(1, 2, 4, 8, 16, 32, 64), seconds=(0.02,) * 7)
+
+
+@pytest.mark.parametrize("forward_timed", [True, False])
+def test_steps_are_priced_by_their_tree_forward_not_by_the_walk_after_it(monkeypatch, forward_timed):
+    """A walk that reads many head rows slows a step by how much it accepts, not by the tree's size; where the
+    forward can be timed on its own (the CPU), that time is what the step's size is priced at."""
+    accept = TreeVerifier.accept
+
+    def slow_walk(self, tree, logits, ctx):
+        time.sleep(0.1)
+        return accept(self, tree, logits, ctx)
+
+    monkeypatch.setattr(TreeVerifier, "accept", slow_walk)
+    model, prompt, settings = tiny_model(), [3, 4, 5, 3, 4, 5, 3, 4], DecodeSettings(max_new_tokens=8)
+    decoder = Decoder(model, Registry.load().compose("ngram"), cost_curve=FLAT_20_MS, learn_costs=True)
+    if not forward_timed:
+        decoder.target.tree_seconds = None  # as off the CPU
+    assert list(decoder.generate(prompt, settings).tokens) == reference_greedy(model, prompt, settings)
+    ratios = decoder.step_costs.ratios.values()
+    assert ratios and all((ratio < 1) == forward_timed for ratio in ratios)
