@@ -6,5 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: benchmarks/gpu_check.sh OUT_DIR [--dry] [--skip-conformance]}
 shift
-python3 -m pip install --quiet --no-deps --no-build-isolation --no-index -e . ./contrib/specmix-ngram
+python3 -m pip install --quiet --no-deps --no-build-isolation --no-index -e . ./contrib/specmix-ngram ||
+  { echo "gpu_check: installing this tree failed; it needs setuptools>=77 in this python" >&2; exit 1; }
 PYTHONUNBUFFERED=1 python3 benchmarks/gpu_check.py --out "$out" "$@"

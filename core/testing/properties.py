@@ -12,7 +12,7 @@ from transformers import DynamicCache
 from specmix import CostCurve, Decoder, DecodeSettings, Registry
 from specmix.testing.drafters import KIT_DRAFTERS, KitDrafter, KitPlugin
 from specmix.testing.models import kit_static, tiny_model, tolerance
-from specmix.testing.reference import reference_greedy, reference_sequence_probs
+from specmix.testing.reference import next_logits, reference_greedy, reference_sequence_probs
 
 CURVE = CostCurve(sizes=(1, 2, 4, 8, 16, 32, 64), seconds=(79, 112, 138, 140, 143, 162, 220))
 """The shape of T(N) for a 135M model on a 2-core CPU (ms); tests use it instead of timing anything."""
@@ -78,7 +78,27 @@ def check_greedy_identical(registry: Registry, names: Mapping[str, str], case: G
         if check_cache and step.stop_reason is None:
             check_cache_matches_rebuild(decoder.target, model, [*case.prompt, *tokens])
     expected = reference_greedy(model, case.prompt, case.settings)
-    assert tokens == expected, f"{decoder.composition.label} gave {tokens}; the target alone gives {expected}"
+    if tokens != expected:
+        assert_parting_at_a_rounding_tie(model, case.prompt, tokens, expected, decoder.composition.label)
+
+
+def assert_parting_at_a_rounding_tie(model, prompt: Sequence[int], ours: Sequence[int], expected: Sequence[int],
+                                     label: str) -> None:
+    """Fails unless greedy output ``ours`` parts from the target's ``expected`` only where the target's two
+    candidates lie within its precision's rounding (never in fp64).
+
+    In bf16 or fp32 on a GPU, a tree forward and the reference's full recomputation run other
+    kernels and round differently, so a near-tie may go either way; from there the outputs are
+    two different texts and are compared no further. Parting anywhere else is a real difference.
+    """
+    message = f"{label} gave {list(ours)}; the target alone gives {list(expected)}"
+    at = next((i for i, (a, b) in enumerate(zip(ours, expected)) if a != b), None)
+    assert at is not None and model.dtype != torch.float64, message
+    logits = next_logits(model, [*prompt, *expected[:at]]).double()
+    gap = float(logits[expected[at]] - logits[ours[at]])
+    allowed = tolerance(model.dtype) * (1 + float(logits.abs().max()))
+    assert gap <= allowed, (f"{message}: they part at token {at}, where the target prefers its own by {gap:.3g}, "
+                            f"more than {str(model.dtype).removeprefix('torch.')} rounding ({allowed:.3g})")
 
 
 def chi_square_p_value(observed: Mapping, expected_probs: Mapping, samples: int) -> float:

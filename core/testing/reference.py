@@ -11,7 +11,8 @@ from specmix.settings import DecodeSettings
 
 
 @torch.no_grad()
-def _next_logits(model, ids: Sequence[int]) -> torch.Tensor:
+def next_logits(model, ids: Sequence[int]) -> torch.Tensor:
+    """The target's logits for the token after ``ids``, from one forward over all of them."""
     return model(input_ids=torch.tensor([list(ids)], device=model.device)).logits[0, -1]
 
 
@@ -23,7 +24,7 @@ def reference_greedy(model, prompt: Sequence[int], settings: DecodeSettings) -> 
     max_length = model.config.max_position_embeddings
     ids, out = list(prompt), []
     while len(out) < settings.max_new_tokens and len(ids) < max_length:
-        token = int(_next_logits(model, ids).argmax())
+        token = int(next_logits(model, ids).argmax())
         ids.append(token)
         out.append(token)
         if token in stops:
@@ -40,7 +41,7 @@ def reference_sequence_probs(model, prompt: Sequence[int], settings: DecodeSetti
         extended = {}
         for prefix, mass in probs.items():
             ids = [*prompt, *prefix]
-            step = target_probs(_next_logits(model, ids), torch.tensor(ids), processors)
+            step = target_probs(next_logits(model, ids), torch.tensor(ids), processors)
             for token in range(vocab):
                 if step[token] > 0:
                     extended[prefix + (token,)] = mass * float(step[token])
