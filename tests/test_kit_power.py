@@ -98,8 +98,9 @@ def test_in_low_precision_output_may_part_at_a_rounding_tie_and_nowhere_else(dty
     far = int(next_logits(model, [2, 3]).argmin())
     with pytest.raises(AssertionError, match=r"they part at token 0, where the target prefers its own by"):
         assert_parting_at_a_rounding_tie(model, [2, 3], [far, 9, 9, 9], expected, "wrong")
+    far_later = int(next_logits(model, [2, 3, expected[0]]).argmin())
     with pytest.raises(AssertionError, match=r"they part at token 1, where the target prefers its own by"):
-        assert_parting_at_a_rounding_tie(model, [2, 3], [expected[0], far, 9, 9], expected, "wrong later")
+        assert_parting_at_a_rounding_tie(model, [2, 3], [expected[0], far_later, 9, 9], expected, "wrong later")
     with pytest.raises(AssertionError, match="the target alone gives"):  # stopping early is never a tie
         assert_parting_at_a_rounding_tie(model, [2, 3], expected[:2], expected, "short")
 
