@@ -1,10 +1,10 @@
-"""Wall-clock seconds of the parts of one decoding step."""
+"""Wall-clock seconds: of the parts of one decoding step, and the fastest of repeated calls."""
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 class StepClock:
@@ -20,3 +20,13 @@ class StepClock:
             yield
         finally:
             self.seconds[part] = self.seconds.get(part, 0.0) + time.perf_counter() - start
+
+
+def fastest(call: Callable[[], object], repeats: int) -> float:
+    """The fastest of ``repeats`` timed calls of ``call``, after one that warms up."""
+    best = float("inf")
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+    return best

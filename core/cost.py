@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import bisect
 import functools
-import hashlib
 import json
-import re
 import sys
 import time
 import warnings
@@ -17,6 +15,7 @@ import attrs
 import torch
 
 from specmix.errors import ConfigurationError, SpecmixWarning
+from specmix.identity import measured_name
 from specmix.paths import cache_dir, write_atomically
 from specmix.target import Target
 from specmix.tree import TokenTree
@@ -204,21 +203,13 @@ def _cache_file(target: Target, cache=None) -> Path:
     """Where this target's curve is kept: named by what determines it (the model's architecture and
     weights, the device, dtype, thread count, torch version, and whether the LM head runs on every
     row), not by where the model was loaded from."""
-    config = target.model.config.to_dict()
-    for field in ("_name_or_path", "name_or_path", "transformers_version", "_commit_hash"):
-        config.pop(field, None)
-    identity = json.dumps([target.fingerprint, config], sort_keys=True, default=str)
-    digest = hashlib.sha1(identity.encode()).hexdigest()[:12]
-    device = target.device.type
-    if device == "cuda":
-        device = re.sub(r"[^A-Za-z0-9]+", "-", torch.cuda.get_device_name(target.device)).strip("-")
-    dtype = str(target.dtype).removeprefix("torch.")
     # Measured with the LM head on a row, not on every token, and its argmax screened in float16 where it is.
     head = ("-rowhead" if target.lazy_head else "") + ("-screened" if target.screen is not None else "")
     # "rounds": measured in rounds over all sizes; "raw": each size's own time, not raised to a smaller size's
     # (such a curve never pads); a curve measured otherwise is measured again.
-    name = (f"{config.get('model_type', 'model')}-{digest}-{device}-{dtype}-threads{torch.get_num_threads()}"
-            f"{head}-rounds-raw")
+    # Forwards over its own choice of matrix kernels (specmix.row_kernels).
+    kernels = "-rowkernels" if target.row_kernels is not None else ""
+    name = f"{measured_name(target.model)}{head}{kernels}-rounds-raw"
     return cache_dir(cache) / "cost-curves" / f"{name}-torch{torch.__version__}.json"
 
 

@@ -44,7 +44,7 @@ class Decoder:
         ``cache_dir``: where measured cost curves are kept (default: ``$SPECMIX_CACHE_DIR`` or ``~/.cache/specmix``).
         ``learn_costs``: scale the cost curve by what this decoder's steps take against it (:attr:`step_costs`;
         None: unless ``cost_curve`` is given, which is then taken as it is)."""
-        self.target = Target(model, static)
+        self.target = Target(model, static, cache=cache_dir)
         self.tokenizer = tokenizer
         self.composition = composition
         self._cost_curve, self._cache_dir = cost_curve, cache_dir

@@ -21,9 +21,9 @@ Sampling needs whole distributions and reads whole rows; only the greedy argmax 
 
 from __future__ import annotations
 
-import time
-
 import torch
+
+from specmix.clock import fastest
 
 HALF_ROUNDOFF = 2.0 ** -11
 """Unit roundoff of float16 (11 significant bits)."""
@@ -66,8 +66,8 @@ class ScreenedHead:
             return None
         probe = torch.randn(weight.shape[1], dtype=weight.dtype, device=weight.device,
                             generator=torch.Generator(device=weight.device).manual_seed(0))
-        plain = _fastest(lambda: int(head(probe[None]).argmax()), repeats)
-        fast = _fastest(lambda: screened.argmax(probe), repeats)
+        plain = fastest(lambda: int(head(probe[None]).argmax()), repeats)
+        fast = fastest(lambda: screened.argmax(probe), repeats)
         return screened if fast < plain else None
 
     @torch.no_grad()
@@ -102,11 +102,3 @@ class ScreenedHead:
         allowed = HALF_ROUNDOFF / (1 - HALF_ROUNDOFF) * screened.abs() + _gamma(rows.shape[1]) * magnitude[0]
         return bool(((screened - exact).abs() <= allowed).all())
 
-
-def _fastest(call, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats + 1):  # the first call warms up
-        start = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - start)
-    return best

@@ -11,8 +11,10 @@ import torch
 
 from specmix.attention import FLEX, backend_of, tree_mask
 from specmix.errors import ConfigurationError
+from specmix.identity import fingerprint
 from specmix.kv_cache import PreallocatedCache
 from specmix.node_logits import NodeLogits, head_width
+from specmix.row_kernels import RowKernels, active, switch_layers
 from specmix.screened_head import ScreenedHead
 from specmix.static_shapes import INITIAL_CAPACITY, StaticShapes, padded
 from specmix.tree import TokenTree
@@ -23,14 +25,6 @@ def _ids(value) -> tuple[int, ...]:
     if value is None:
         return ()
     return tuple(int(v) for v in (value if isinstance(value, (list, tuple)) else [value]))
-
-
-def fingerprint(model) -> str:
-    """What must match between a trained plugin artifact and its target: architecture, sizes and embedding values."""
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    embedding = model.get_input_embeddings().weight
-    probe = float(embedding.detach()[:: max(1, embedding.shape[0] // 64)].double().sum())
-    return f"{config.model_type}-{config.num_hidden_layers}x{config.hidden_size}-v{config.vocab_size}-{probe:.6e}"
 
 
 @attrs.frozen
@@ -89,7 +83,8 @@ class Target:
     a fixed-capacity cache (``capacity`` tokens at first, doubled when full) and replayed
     as CUDA graphs there (see :mod:`specmix.static_shapes`).
     """
-    def __init__(self, model, static: bool | None = None, capacity: int = INITIAL_CAPACITY):
+    def __init__(self, model, static: bool | None = None, capacity: int = INITIAL_CAPACITY, cache=None):
+        """``cache``: where the choice of matrix kernels is kept (see :mod:`specmix.row_kernels`)."""
         self.model = model.eval()
         config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
@@ -119,6 +114,8 @@ class Target:
         if static is None:
             static = cuda and not flex
         self._static = StaticShapes(model, graphs=cuda, capacity=capacity) if static else None
+        self.row_kernels: RowKernels | None = None if static else switch_layers(model, cache)
+        """The matrix kernels this target's forwards take where they are faster (None: the model's own)."""
         self._decoder = None if static else _plain_head_decoder(model, self._head)
         self._head_width = 1
         self.pad_to: Callable[[int], int] | None = None
@@ -131,8 +128,9 @@ class Target:
         """The exact greedy argmax of the LM head through a float16 copy (:mod:`specmix.screened_head`), where
         the head runs on the rows a walk reads and this is faster than one float32 row; None: rows decide."""
         if self._decoder is not None:
-            self._head_width = head_width(self._head)
-            self.screen = ScreenedHead.for_head(self._head)
+            with active(self.row_kernels):
+                self._head_width = head_width(self._head)
+                self.screen = ScreenedHead.for_head(self._head)
             known = inspect.signature(self._decoder.forward).parameters
             self._decoder_cache_keyword = "cache" if "cache" in known else "past_key_values"
         self.reset()
@@ -200,7 +198,8 @@ class Target:
         Nodes and riders never see each other. :meth:`commit` then keeps an accepted path.
         """
         start = time.perf_counter()
-        outputs = self._forward_tree(tree, riders, layers)
+        with active(self.row_kernels):
+            outputs = self._forward_tree(tree, riders, layers)
         if self.tree_seconds is not None:
             self.tree_seconds += time.perf_counter() - start
         return outputs
@@ -225,9 +224,14 @@ class Target:
             return TreeOutputs(logits[:size], None if riders is None else logits[size:end],
                                {layer: states[:size] for layer, states in hidden.items()})
         final, hidden = self._forward_final(ids, positions, visible, layers)
-        return TreeOutputs(NodeLogits.lazy(final[:size], self._head, self.vocab_size, self._head_width, self.screen),
-                           None if riders is None else self._head(final[size:end]),
+        return TreeOutputs(NodeLogits.lazy(final[:size], self._head_rows, self.vocab_size, self._head_width, self.screen),
+                           None if riders is None else self._head_rows(final[size:end]),
                            {layer: states[:size] for layer, states in hidden.items()})
+
+    def _head_rows(self, final: torch.Tensor) -> torch.Tensor:
+        """The LM head over rows of last hidden states, read after the forward (as a walk asks for them)."""
+        with active(self.row_kernels):
+            return self._head(final)
 
     def _padded(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor):
         """A tree forward grown to the size :attr:`pad_to` names with copies of the root that see only themselves
@@ -283,15 +287,16 @@ class Target:
         ``keep`` (when the model takes ``logits_to_keep``) limits the LM head to the last
         ``keep`` rows, or to the rows a 1-D tensor names.
         """
-        return self.model(
-            input_ids=ids,
-            position_ids=positions,
-            attention_mask=mask,
-            use_cache=True,
-            output_hidden_states=hidden,
-            **{self._cache_keyword: self.cache},
-            **({"logits_to_keep": keep} if keep is not None and self._can_skip_logits else {}),
-        )
+        with active(self.row_kernels):
+            return self.model(
+                input_ids=ids,
+                position_ids=positions,
+                attention_mask=mask,
+                use_cache=True,
+                output_hidden_states=hidden,
+                **{self._cache_keyword: self.cache},
+                **({"logits_to_keep": keep} if keep is not None and self._can_skip_logits else {}),
+            )
 
     def prefill(self, ids: torch.Tensor, layers: tuple[int, ...] = ()):
         """Causal forward over ``ids`` after the cache; returns hidden states ``{layer: [T, D]}``."""

@@ -1,0 +1,32 @@
+"""What names a model and the machine it runs on: for trained artifacts, and for what is measured once and cached."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import torch
+
+
+def fingerprint(model) -> str:
+    """What must match between a trained plugin artifact and its target: architecture, sizes and embedding values."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    embedding = model.get_input_embeddings().weight
+    probe = float(embedding.detach()[:: max(1, embedding.shape[0] // 64)].double().sum())
+    return f"{config.model_type}-{config.num_hidden_layers}x{config.hidden_size}-v{config.vocab_size}-{probe:.6e}"
+
+
+def measured_name(model) -> str:
+    """A file name stem for what is measured on this model here: named by what determines it (the model's
+    architecture and weights, the device, dtype and thread count), not by where the model was loaded from."""
+    config = model.config.to_dict()
+    for field in ("_name_or_path", "name_or_path", "transformers_version", "_commit_hash"):
+        config.pop(field, None)
+    identity = json.dumps([fingerprint(model), config], sort_keys=True, default=str)
+    digest = hashlib.sha1(identity.encode()).hexdigest()[:12]
+    device = model.device.type
+    if device == "cuda":
+        device = re.sub(r"[^A-Za-z0-9]+", "-", torch.cuda.get_device_name(model.device)).strip("-")
+    dtype = str(model.dtype).removeprefix("torch.")
+    return f"{config.get('model_type', 'model')}-{digest}-{device}-{dtype}-threads{torch.get_num_threads()}"
