@@ -1,15 +1,19 @@
-"""Whether weights prepacked for oneDNN would make the target's forward cheaper at the sizes a step verifies.
+"""Which matrix kernel makes the target's forward cheapest at the sizes a step verifies.
 
-Run with ``python -m pytest benchmarks/test_linear_kernels.py --benchmark-only``. Each group
-times the 60 MLP projections of the default model's size (1536 × 576, fp32) over M rows,
-once with ``F.linear`` on the plain weights (what the target runs) and once through
-``torch.utils.mkldnn.to_mkldnn``'s prepacked layers. Where the prepacked ones are not
-faster at every M a step verifies, the target keeps its plain weights.
+Run with ``python -m pytest benchmarks/test_linear_kernels.py --benchmark-only -n 0``. Each
+group times the 60 MLP projections of the default model's size (1536 × 576, fp32) over M
+rows three ways: ``F.linear`` on the plain weights, the same product posed as
+``weight @ rows.T`` (:func:`specmix.row_kernels.column_linear`, which the target takes where
+:class:`specmix.row_kernels.RowKernels` measures it faster), and weights prepacked by
+``torch.utils.mkldnn.to_mkldnn``. Sixty distinct weights, as in a forward, so that they come
+from memory and not from a cache one of them would fit.
 """
 
 import pytest
 import torch
 import torch.utils.mkldnn
+
+from specmix.row_kernels import column_linear
 
 LAYERS, IN, OUT = 60, 576, 1536
 
@@ -20,18 +24,27 @@ def layers():
     return [torch.nn.Linear(IN, OUT, bias=False).eval() for _ in range(LAYERS)]
 
 
-def _run(layers, rows):
+def _run(calls, rows):
     with torch.no_grad():
-        for layer in layers:
-            layer(rows)
+        for call in calls:
+            call(rows)
 
 
-@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch has no oneDNN")
-@pytest.mark.parametrize("m", [1, 2, 4, 16])
-@pytest.mark.parametrize("kernel", ["plain", "mkldnn"])
+def _kernels(layers, kernel):
+    if kernel == "plain":
+        return layers
+    if kernel == "columns":
+        return [lambda rows, layer=layer: column_linear(rows, layer.weight) for layer in layers]
+    return [torch.utils.mkldnn.to_mkldnn(layer) for layer in layers]
+
+
+@pytest.mark.parametrize("m", [1, 2, 4, 8, 16])
+@pytest.mark.parametrize("kernel", ["plain", "columns", "mkldnn"])
 def test_mlp_projections(benchmark, layers, kernel, m):
+    if kernel == "mkldnn" and not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch has no oneDNN")
     benchmark.group = f"60 projections 576->1536, M={m}"
-    chosen = layers if kernel == "plain" else [torch.utils.mkldnn.to_mkldnn(layer) for layer in layers]
+    chosen = _kernels(layers, kernel)
     rows = torch.randn(m, IN)
     with torch.no_grad():  # the same numbers either way, to rounding
         assert torch.allclose(chosen[0](rows), layers[0](rows), atol=1e-4)
