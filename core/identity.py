@@ -24,9 +24,24 @@ def measured_name(model) -> str:
     for field in ("_name_or_path", "name_or_path", "transformers_version", "_commit_hash"):
         config.pop(field, None)
     identity = json.dumps([fingerprint(model), config], sort_keys=True, default=str)
-    digest = hashlib.sha1(identity.encode()).hexdigest()[:12]
-    device = model.device.type
-    if device == "cuda":
-        device = re.sub(r"[^A-Za-z0-9]+", "-", torch.cuda.get_device_name(model.device)).strip("-")
-    dtype = str(model.dtype).removeprefix("torch.")
-    return f"{config.get('model_type', 'model')}-{digest}-{device}-{dtype}-threads{torch.get_num_threads()}"
+    return f"{config.get('model_type', 'model')}-{_digest(identity)}-{_where(model.device, model.dtype)}"
+
+
+def shapes_name(module: torch.nn.Module) -> str:
+    """A file name stem for what is measured on a module that is not a Hugging Face model (a drafter's own network):
+    named by its class and its parameters' names and shapes, the device, dtype and thread count."""
+    parameters = list(module.named_parameters())
+    identity = json.dumps([(name, list(parameter.shape)) for name, parameter in parameters])
+    first = parameters[0][1] if parameters else torch.empty(0)
+    return f"{type(module).__name__.lower()}-{_digest(identity)}-{_where(first.device, first.dtype)}"
+
+
+def _digest(identity: str) -> str:
+    return hashlib.sha1(identity.encode()).hexdigest()[:12]
+
+
+def _where(device: torch.device, dtype: torch.dtype) -> str:
+    name = device.type
+    if name == "cuda":
+        name = re.sub(r"[^A-Za-z0-9]+", "-", torch.cuda.get_device_name(device)).strip("-")
+    return f"{name}-{str(dtype).removeprefix('torch.')}-threads{torch.get_num_threads()}"

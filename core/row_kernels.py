@@ -32,7 +32,6 @@ import torch.nn.functional as F
 
 from specmix.clock import fastest
 from specmix.errors import SpecmixWarning
-from specmix.identity import measured_name
 from specmix.paths import cache_dir, write_atomically
 
 MAX_ROWS = 16
@@ -114,16 +113,16 @@ def active(kernels: RowKernels | None) -> Iterator[None]:
 _measured: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def switch_layers(model: torch.nn.Module, cache=None) -> RowKernels | None:
+def switch_layers(model: torch.nn.Module, name: str, cache=None) -> RowKernels | None:
     """The kernels for ``model``'s float32 CPU linear layers, measured once per model and machine (kept under
-    ``row-kernels/`` in the cache directory, see :func:`specmix.paths.cache_dir`); where the column kernel wins
-    anywhere the layers become :class:`SwitchedLinear`, which compute as before outside :func:`active`.
-    None where no layer runs faster."""
+    ``row-kernels/`` in the cache directory, see :func:`specmix.paths.cache_dir`, in a file named ``name``: see
+    :mod:`specmix.identity`); where the column kernel wins anywhere the layers become :class:`SwitchedLinear`,
+    which compute as before outside :func:`active`. None where no layer runs faster."""
     if model in _measured:
         return _measured[model]
     layers = [module for module in model.modules() if type(module) in (torch.nn.Linear, SwitchedLinear)
               and module.weight.device.type == "cpu" and module.weight.dtype == torch.float32]
-    kernels = _kernels_for(model, layers, cache) if layers else None
+    kernels = _kernels_for(layers, name, cache) if layers else None
     if kernels is not None and kernels.any:
         for layer in layers:
             layer.__class__ = SwitchedLinear
@@ -133,8 +132,8 @@ def switch_layers(model: torch.nn.Module, cache=None) -> RowKernels | None:
     return kernels
 
 
-def _kernels_for(model: torch.nn.Module, layers: list[torch.nn.Linear], cache) -> RowKernels:
-    path = cache_dir(cache) / "row-kernels" / f"{measured_name(model)}-torch{torch.__version__}.json"
+def _kernels_for(layers: list[torch.nn.Linear], name: str, cache) -> RowKernels:
+    path = cache_dir(cache) / "row-kernels" / f"{name}-torch{torch.__version__}.json"
     shapes = {tuple(layer.weight.shape) for layer in layers}
     try:
         stored = json.loads(path.read_text())
@@ -146,7 +145,7 @@ def _kernels_for(model: torch.nn.Module, layers: list[torch.nn.Linear], cache) -
     except (ValueError, TypeError, AttributeError) as exc:
         warnings.warn(f"the kernel choice cached in {path} is unreadable ({exc}); measuring it again", SpecmixWarning,
                       stacklevel=3)
-    print(f"specmix: timing this model's matrix kernels on {model.device.type} (once; cached in {path.parent})",
+    print(f"specmix: timing matrix kernels (once per model and machine; cached in {path.parent})",
           file=sys.stderr, flush=True)
     kernels = RowKernels.measure(layers)
     write_atomically(path, json.dumps({f"{out}x{inp}": sorted(rows) for (out, inp), rows in kernels.faster.items()},

@@ -11,7 +11,7 @@ import torch
 
 from specmix.attention import FLEX, backend_of, tree_mask
 from specmix.errors import ConfigurationError
-from specmix.identity import fingerprint
+from specmix.identity import fingerprint, measured_name, shapes_name
 from specmix.kv_cache import PreallocatedCache
 from specmix.node_logits import NodeLogits, head_width
 from specmix.row_kernels import RowKernels, active, switch_layers
@@ -114,7 +114,8 @@ class Target:
         if static is None:
             static = cuda and not flex
         self._static = StaticShapes(model, graphs=cuda, capacity=capacity) if static else None
-        self.row_kernels: RowKernels | None = None if static else switch_layers(model, cache)
+        self._kernel_cache = cache
+        self.row_kernels: RowKernels | None = None if static else switch_layers(model, measured_name(model), cache)
         """The matrix kernels this target's forwards take where they are faster (None: the model's own)."""
         self._decoder = None if static else _plain_head_decoder(model, self._head)
         self._head_width = 1
@@ -183,6 +184,11 @@ class Target:
             return False
         tail = slice(count - new, count)
         return self._held[tail] == list(tokens[tail]) and self._positions[tail] == list(range(count - new, count))
+
+    def kernels_for(self, module: torch.nn.Module) -> RowKernels | None:
+        """The matrix kernels a drafter's own ``module`` should run on inside :func:`specmix.row_kernels.active`,
+        measured and cached as the target's own are (None where the target keeps the model's own kernels)."""
+        return None if self.row_kernels is None else switch_layers(module, shapes_name(module), self._kernel_cache)
 
     def check_layers(self, layers: tuple[int, ...]) -> None:
         bad = [layer for layer in layers if not 0 <= layer <= self.num_layers]

@@ -1,13 +1,14 @@
+import copy
 import json
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from specmix import DecodeSettings, PluginError
+from specmix import DecodeSettings, PluginError, row_kernels
 from specmix.plugins.diffusion.network import tapped_layers
 from specmix.testing import reference_greedy, tiny_model
-from specmix.testing.properties import make_decoder
+from specmix.testing.properties import assert_parting_at_a_rounding_tie, make_decoder
 
 NAMES = dict(drafter="diffusion", builder="best-first", selector="budget", verifier="tree")
 
@@ -113,3 +114,27 @@ def test_an_adaptive_block_shrinks_to_nothing_when_the_drafter_is_never_right_an
     for _ in range(200):  # steps spent not drafting let the evidence fade, and the drafter is tried again
         drafter.reach.fade()
     assert drafter._worth(16) > 1
+
+
+def test_the_drafters_own_layers_take_the_targets_faster_kernels_inside_its_passes(registry, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECMIX_CACHE_DIR", str(tmp_path))
+    model = copy.deepcopy(tiny_model("llama")).float()  # measured kernels are for float32 layers only
+    every = classmethod(lambda cls, layers: row_kernels.RowKernels({tuple(layer.weight.shape): set(range(1, 17))
+                                                                    for layer in layers}))
+    monkeypatch.setattr(row_kernels.RowKernels, "measure", every)
+    through_columns = []
+    column_linear = row_kernels.column_linear
+    monkeypatch.setattr(row_kernels, "column_linear",
+                        lambda input, weight, bias=None: through_columns.append(weight) or column_linear(input, weight, bias))
+    decoder = make_decoder(registry, NAMES, model, seed=0)
+    drafter = decoder.composition.drafter.component
+    assert drafter.kernels is not None and drafter.kernels is not decoder.target.row_kernels
+    prompt, settings = [3, 4, 5, 6], DecodeSettings(max_new_tokens=20, stop_ids=())
+    ours = list(decoder.generate(prompt, settings).tokens)
+    drafting = {id(layer.weight) for layer in drafter.net.modules() if isinstance(layer, torch.nn.Linear)}
+    assert drafting & {id(weight) for weight in through_columns}, "the drafting passes ran the plain kernels"
+    expected = reference_greedy(model, prompt, settings)
+    if ours != expected:  # float32: two kernels may round a near-tie either way, and only that is allowed
+        assert_parting_at_a_rounding_tie(model, prompt, ours, expected, "the column kernels")
+    layer, outside = drafter.net.layers[0].q_proj, torch.randn(3, model.config.hidden_size)
+    assert torch.equal(layer(outside), torch.nn.functional.linear(outside, layer.weight))  # plain outside its passes

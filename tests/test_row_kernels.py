@@ -55,24 +55,24 @@ def test_the_choice_is_measured_once_per_machine_and_kept(tmp_path, monkeypatch)
     chosen = RowKernels({tuple(m.weight.shape): {1, 2} for m in model.modules() if isinstance(m, torch.nn.Linear)})
     calls = []
     monkeypatch.setattr(RowKernels, "measure", classmethod(lambda cls, layers: calls.append(len(layers)) or chosen))
-    assert switch_layers(model, tmp_path) == chosen and len(calls) == 1
+    assert switch_layers(model, "m", tmp_path) == chosen and len(calls) == 1
     assert all(type(m) is SwitchedLinear for m in model.modules() if isinstance(m, torch.nn.Linear))
-    assert switch_layers(model, tmp_path) == chosen and len(calls) == 1  # the same model: remembered
+    assert switch_layers(model, "m", tmp_path) == chosen and len(calls) == 1  # the same model: remembered
     again = _fresh(3)
-    assert switch_layers(again, tmp_path) == chosen and len(calls) == 1  # the same weights here: read back
+    assert switch_layers(again, "m", tmp_path) == chosen and len(calls) == 1  # the same weights here: read back
     (file,) = (tmp_path / "row-kernels").iterdir()
     file.write_text("{not json")
     with pytest.warns(SpecmixWarning, match="unreadable"):
-        assert switch_layers(_fresh(3), tmp_path) == chosen
+        assert switch_layers(_fresh(3), "m", tmp_path) == chosen
     assert len(calls) == 2 and json.loads(file.read_text())  # measured again, and the file mended
 
 
 def test_layers_stay_as_they_are_where_no_kernel_is_faster(tmp_path, monkeypatch):
     model = _fresh(4)
     monkeypatch.setattr(RowKernels, "measure", classmethod(lambda cls, layers: RowKernels({})))
-    assert switch_layers(model, tmp_path) is None
+    assert switch_layers(model, "m", tmp_path) is None
     assert not any(type(m) is SwitchedLinear for m in model.modules())
-    assert switch_layers(_fresh(4, torch.float64), tmp_path) is None  # float64 layers are never measured
+    assert switch_layers(_fresh(4, torch.float64), "m", tmp_path) is None  # float64 layers are never measured
 
 
 def test_greedy_output_through_the_column_kernels_is_the_targets(tmp_path, monkeypatch):

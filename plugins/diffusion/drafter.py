@@ -13,6 +13,7 @@ from specmix.plugins.diffusion import formats
 from specmix.plugins.diffusion.dflash_net import DFlashNet
 from specmix.plugins.diffusion.network import BlockDrafter, DrafterConfig, head_over, tapped_layers
 from specmix.plugins.trained import weights_dir
+from specmix.row_kernels import active
 
 TRAIN_HINT = "train one with `specmix train diffusion --target MODEL --out DIR` and pass -o drafter.weights=DIR"
 SHIPPED = Path(__file__).parent / "weights"
@@ -84,6 +85,9 @@ class DiffusionDrafter(Drafter):
         if listed is not None and listed.exists():
             self.draft_ids = torch.tensor(json.loads(listed.read_text())[: self.vocab], device=target.device)
             self.draft_head = head_over(self.head, self.draft_ids)
+        # Its own layers, the draft head included, take the faster matrix kernels as the target's do: a drafting pass
+        # over a short block is as weight-bound as a target forward over a few tokens.
+        self.kernels = target.kernels_for(torch.nn.ModuleList([self.net, self.draft_head]))
         self.hidden_layers = self.net.taps
         self.block = min(self.block_size or self.net.block_size, self.net.block_size)
         dflash = isinstance(self.net, DFlashNet)
@@ -137,9 +141,11 @@ class DiffusionDrafter(Drafter):
             return
         tapped = torch.cat(self.pending)
         self.pending = []
-        features = self.net.features(tapped)
-        positions = torch.arange(self.length, self.length + features.shape[0], device=features.device)
-        for index, (keys, values) in enumerate(self.net.context(features, positions)):
+        with active(self.kernels):
+            features = self.net.features(tapped)
+            positions = torch.arange(self.length, self.length + features.shape[0], device=features.device)
+            injected = self.net.context(features, positions)
+        for index, (keys, values) in enumerate(injected):
             old_keys, old_values = self.context[index]
             self.context[index] = (torch.cat([old_keys, keys], dim=-2), torch.cat([old_values, values], dim=-2))
         self.length += features.shape[0]
@@ -187,8 +193,9 @@ class DiffusionDrafter(Drafter):
         first = ctx.tokens[-1:].to(self.head.weight.device)
         block = self.net.block_inputs(self.embed, first, size)
         positions = torch.arange(self.length, self.length + size, device=block.device)
-        hidden = self.net(block, positions, self.context)[1 : 1 + ctx.max_depth]
-        logits = self.net.logits(hidden, self.draft_head)
+        with active(self.kernels):
+            hidden = self.net(block, positions, self.context)[1 : 1 + ctx.max_depth]
+            logits = self.net.logits(hidden, self.draft_head)
         logprobs = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
         top = logprobs.topk(min(self.width, logprobs.shape[-1]), dim=-1)
         ids = top.indices if self.draft_ids is None else self.draft_ids[top.indices]
