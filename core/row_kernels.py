@@ -19,6 +19,7 @@ results differ by float32 rounding, as between any two BLAS kernels.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import sys
 import threading
@@ -51,11 +52,19 @@ class RowKernels:
     def any(self) -> bool:
         return any(self.faster.values())
 
+    @property
+    def digest(self) -> str:
+        """A short name for this choice: what is measured over these kernels (the cost curve) is kept under it."""
+        return hashlib.sha1(self.to_json().encode()).hexdigest()[:8]
+
+    def to_json(self) -> str:
+        return json.dumps({f"{out}x{inp}": sorted(rows) for (out, inp), rows in sorted(self.faster.items())}, indent=1)
+
     def takes_columns(self, weight: torch.Tensor, rows: int) -> bool:
         return rows in self.faster.get(tuple(weight.shape), ())
 
     @classmethod
-    def measure(cls, layers: list[torch.nn.Linear], repeats: int = 3, max_rows: int = MAX_ROWS) -> RowKernels:
+    def measure(cls, layers: list[torch.nn.Linear], repeats: int = 5, max_rows: int = MAX_ROWS) -> RowKernels:
         """Time both kernels over every layer of each weight shape at once (so the weights come from memory, as in
         a forward, not from a cache that one weight would fit), for 1 to ``max_rows`` rows; the fastest of
         ``repeats`` rounds decides, and the column kernel must win by 5% to be taken."""
@@ -73,8 +82,8 @@ class RowKernels:
 
 
 def _columns_win(weights: list[torch.Tensor], rows: torch.Tensor, repeats: int) -> bool:
-    plain = fastest(lambda: [F.linear(rows, weight) for weight in weights], repeats)
-    columns = fastest(lambda: [column_linear(rows, weight) for weight in weights], repeats)
+    plain, columns = fastest([lambda: [F.linear(rows, weight) for weight in weights],
+                              lambda: [column_linear(rows, weight) for weight in weights]], repeats)
     return columns < 0.95 * plain
 
 
@@ -148,6 +157,5 @@ def _kernels_for(layers: list[torch.nn.Linear], name: str, cache) -> RowKernels:
     print(f"specmix: timing matrix kernels (once per model and machine; cached in {path.parent})",
           file=sys.stderr, flush=True)
     kernels = RowKernels.measure(layers)
-    write_atomically(path, json.dumps({f"{out}x{inp}": sorted(rows) for (out, inp), rows in kernels.faster.items()},
-                                      indent=1))
+    write_atomically(path, kernels.to_json())
     return kernels

@@ -9,7 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmix import Decoder, DecodeSettings, SpecmixWarning
+from specmix.cost import _cache_file
 from specmix.row_kernels import RowKernels, SwitchedLinear, active, column_linear, switch_layers
+from specmix.target import Target
 from specmix.testing import reference_greedy, tiny_model
 from specmix.testing.properties import assert_parting_at_a_rounding_tie, kit_registry
 
@@ -88,3 +90,17 @@ def test_greedy_output_through_the_column_kernels_is_the_targets(tmp_path, monke
     ours, expected = list(decoder.generate(prompt, settings).tokens), reference_greedy(model, prompt, settings)
     if ours != expected:  # float32: two kernels may round a near-tie either way, and only that is allowed
         assert_parting_at_a_rounding_tie(model, prompt, ours, expected, "the column kernels")
+
+
+def test_a_cost_curve_is_kept_per_kernel_choice(tmp_path, monkeypatch):
+    """A curve measured over one choice of kernels is not read back for another (a choice measured again, say)."""
+    monkeypatch.setenv("SPECMIX_CACHE_DIR", str(tmp_path))
+    names = []
+    for rows in ({1, 2}, {1, 2, 3}, {1, 2}):
+        choice = classmethod(lambda cls, layers, rows=rows: RowKernels({tuple(layer.weight.shape): rows
+                                                                        for layer in layers}))
+        monkeypatch.setattr(RowKernels, "measure", choice)
+        for stored in (tmp_path / "row-kernels").glob("*.json"):
+            stored.unlink()
+        names.append(_cache_file(Target(_fresh(6)), tmp_path).name)
+    assert names[0] != names[1] and names[0] == names[2]
