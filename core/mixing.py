@@ -36,8 +36,9 @@ class Solo:
     verdicts (``calibrated``), that price is right and the drafter answers only for its pass, its riders, and the
     selector's time over its tree (with no tree to weigh, the selector has nothing to do, and a learned selector's
     scorer costs as much as a small pass). Where the scores are the drafter's own claims, which may promise more than
-    the target takes, it answers for the forward time of every position it has verified beyond the root too: it is
-    then weighed as a whole against plain decoding."""
+    the target takes, it answers for all that verifying its tree took beyond a one-token step too (the curve's price
+    of its positions, or the measured time where that is more): it is then weighed as a whole against plain
+    decoding."""
 
     def __init__(self, payoff: DrafterPayoff | None = None, calibrated: bool = False):
         self.payoff, self.calibrated = payoff, calibrated
@@ -67,6 +68,10 @@ class Solo:
         riders = 0 if verdict.rider_logits is None else verdict.rider_logits.shape[0]
         forward = verdict.tree.size + riders
         priced = cost.time(forward) - cost.time(verdict.tree.size if self.calibrated else 1)
+        if not self.calibrated:
+            # Weighed against plain decoding as a whole: the verification it made dearer than a one-token step, as
+            # measured where that is more than the curve says (the walk's head rows, a forward slower than its price).
+            priced = max(priced, seconds.get("verify", 0.0) - cost.time(1))
         added = spent[0] + seconds.get("select", 0.0) + priced
         self.payoff.record({0: (self.asked[0], float(len(verdict.path)), added)}, committed, sum(seconds.values()))
 

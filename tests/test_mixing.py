@@ -140,11 +140,13 @@ def test_every_drafter_in_a_mix_gets_credit_for_what_it_proposed(registry):
     assert all(count > 0 for count in credit) and sum(credit) >= sum(step.accepted for step in generation.steps)
 
 
-@pytest.mark.parametrize("calibrated, answers_for", [(True, 0.003 + 0.002 + 0.004),
-                                                     (False, 0.003 + 0.002 + 0.004 + 0.020)])
-def test_a_lone_drafter_with_its_own_scores_answers_for_the_positions_verified_on_them(calibrated, answers_for):
+@pytest.mark.parametrize("calibrated, verify, answers_for", [(True, 0.1, 0.003 + 0.002 + 0.004),
+                                                             (False, 0.06, 0.003 + 0.002 + 0.004 + 0.020),
+                                                             (False, 0.1, 0.003 + 0.002 + 0.1 - 0.050)])
+def test_a_lone_drafter_with_its_own_scores_answers_for_the_positions_verified_on_them(calibrated, verify, answers_for):
     """The selector priced the nodes on the drafter's scores: right if they are calibrated odds, else the drafter's
-    to pay for, so that one whose claims promise more than the target takes is weighed against plain decoding.
+    to pay for, so that one whose claims promise more than the target takes is weighed against plain decoding: then
+    it answers for all its verification took beyond T(1), the curve's price or the measured time, whichever is more.
     Either way it answers for its pass, its riders, and the selector's time over its tree (2 ms here)."""
     solo = Solo(_Recording(1), calibrated=calibrated)
     assert solo.ask(0, [None])
@@ -152,5 +154,5 @@ def test_a_lone_drafter_with_its_own_scores_answers_for_the_positions_verified_o
     riders = torch.zeros(2, 16)  # two riders in the same forward: T(5) - T(3) = 4 ms
     verdict = Verdict(tree=tree, path=(), bonus=5, logits=torch.zeros(3, 16), rider_logits=riders)
     curve = CostCurve(sizes=[1, 3, 5], seconds=[0.050, 0.070, 0.074])
-    solo.settle(verdict, [0.003], {"select": 0.002, "verify": 0.1}, 1, curve)
+    solo.settle(verdict, [0.003], {"select": 0.002, "verify": verify}, 1, curve)
     assert solo.payoff.cost[0] == pytest.approx(answers_for)
