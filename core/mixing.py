@@ -67,11 +67,12 @@ class Solo:
             return
         riders = 0 if verdict.rider_logits is None else verdict.rider_logits.shape[0]
         forward = verdict.tree.size + riders
-        priced = cost.time(forward) - cost.time(verdict.tree.size if self.calibrated else 1)
-        if not self.calibrated:
+        if self.calibrated:
+            priced = cost.time(forward) - cost.time(verdict.tree.size)
+        else:
             # Weighed against plain decoding as a whole: the verification it made dearer than a one-token step, as
             # measured where that is more than the curve says (the walk's head rows, a forward slower than its price).
-            priced = max(priced, seconds.get("verify", 0.0) - cost.time(1))
+            priced = max(cost.time(forward), seconds.get("verify", 0.0)) - cost.time(1)
         added = spent[0] + seconds.get("select", 0.0) + priced
         self.payoff.record({0: (self.asked[0], float(len(verdict.path)), added)}, committed, sum(seconds.values()))
 

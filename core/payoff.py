@@ -5,8 +5,9 @@ prices the nodes it verifies; what it does not price is each drafter's own pass 
 build and observe) and the forward time its riders add on the curve. Those are a drafter's
 cost (alone, a drafter answers for the selector's time over its tree as well, and one whose
 scores are its own claims for all that verifying takes beyond a one-token step too:
-:class:`specmix.mixing.Solo`), and its gain is what the step would lose without it: the accepted tokens only it proposed (a
-mix credits a token several proposed to the cheapest of them). Adding a drafter speeds
+:class:`specmix.mixing.Solo`), and its gain is what the step would lose without it: the
+accepted tokens only it proposed (a mix credits a token several proposed to the cheapest
+of them). Adding a drafter speeds
 decoding up exactly when its tokens per second beat the step's own rate (alone: plain
 decoding's), so a drafter is asked while its recent gain per second, times ``optimism``
 (none by default: the costs above leave some out, such as the head's rows for riders), is
