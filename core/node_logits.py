@@ -11,38 +11,70 @@ come whole from its forward, as before.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 
+import attrs
 import torch
 
+from specmix.clock import fastest
 from specmix.screened_head import ScreenedHead
 
 MAX_WIDTH = 8
-"""The most rows :func:`head_width` considers for one call of the head."""
+"""The most rows :class:`HeadCosts` measures one call of the head over."""
 
 
-@torch.no_grad()
-def head_width(head: torch.nn.Module, repeats: int = 5, slack: float = 1.25) -> int:
-    """How many rows one call of ``head`` takes for about the price of one: the most, up to :data:`MAX_WIDTH`,
-    whose fastest of ``repeats`` calls costs at most ``slack`` times one row's.
+@attrs.frozen
+class HeadCosts:
+    """What reading the LM head costs: one call over 1, 2, ... :data:`MAX_WIDTH` rows, and one screened argmax.
 
     Kernels change at sizes of their own (on a two-core CPU, four rows of a large head cost
-    twice what three do), so the width is measured, not assumed.
+    less than three), so the costs are measured, not assumed.
     """
-    weight = head.weight
-    rows = torch.zeros(MAX_WIDTH, weight.shape[1], dtype=weight.dtype, device=weight.device)
-    best = [float("inf")] * (MAX_WIDTH + 1)
-    for _ in range(repeats):
-        for width in range(1, MAX_WIDTH + 1):
-            if weight.device.type == "cuda":
-                torch.cuda.synchronize(weight.device)
-            start = time.perf_counter()
-            head(rows[:width])
-            if weight.device.type == "cuda":
-                torch.cuda.synchronize(weight.device)
-            best[width] = min(best[width], time.perf_counter() - start)
-    return max(width for width in range(1, MAX_WIDTH + 1) if best[width] <= slack * best[1])
+
+    rows: tuple[float, ...] = attrs.field(converter=tuple)
+    """Seconds for one call over ``w`` rows at index ``w - 1``."""
+    screen: float | None = None
+    """Seconds for one screened argmax (:mod:`specmix.screened_head`), where the head has a screen."""
+    slack: float = 1.25
+
+    @classmethod
+    @torch.no_grad()
+    def measure(cls, head: torch.nn.Module, screen: ScreenedHead | None = None, repeats: int = 5,
+                slack: float = 1.25) -> HeadCosts:
+        """The fastest of ``repeats`` calls of ``head`` at each width, and of ``screen``, taking turns."""
+        weight = head.weight
+        generator = torch.Generator(device=weight.device).manual_seed(0)
+        # Random rows, not zeros: on zeros every token ties, and a screen reads the whole weight again to decide.
+        rows = torch.randn(MAX_WIDTH, weight.shape[1], dtype=weight.dtype, device=weight.device, generator=generator)
+        calls = [lambda width=width: head(rows[:width]) for width in range(1, MAX_WIDTH + 1)]
+        if screen is not None:
+            calls.append(lambda: screen.argmax(rows[0]))
+        if weight.device.type == "cuda":
+            calls = [lambda call=call: (call(), torch.cuda.synchronize(weight.device)) for call in calls]
+        seconds = fastest(calls, repeats)
+        return cls(seconds[:MAX_WIDTH], seconds[MAX_WIDTH] if screen is not None else None, slack)
+
+    @property
+    def width(self) -> int:
+        """How many rows one call takes for about the price of one: the most whose call costs at most ``slack``
+        times one row's."""
+        return max(width for width in range(1, len(self.rows) + 1) if self.rows[width - 1] <= self.slack * self.rows[0])
+
+    def rows_to_read(self, chances: Sequence[float]) -> int:
+        """How many rows a greedy walk should compute in one call at a node whose row it lacks: that node's and
+        the next ones down its likeliest way, which the walk reads with ``chances`` (each given it reads the
+        node); or 0 to screen the node's argmax alone, as is cheaper where the walk is unlikely to go on.
+
+        The call is worth its price when it costs less than the screened argmaxes it saves, on average."""
+        if self.screen is None:
+            return 0  # nothing to weigh the call against: the screen as it is
+        best, saved, screened = 0, 0.0, self.screen
+        for width in range(1, min(len(chances) + 1, len(self.rows)) + 1):
+            if width > 1:
+                screened += self.screen * chances[width - 2]
+            if screened - self.rows[width - 1] > saved:
+                best, saved = width, screened - self.rows[width - 1]
+        return best
 
 
 class NodeLogits:
@@ -50,11 +82,12 @@ class NodeLogits:
 
     def __init__(self, rows: int, vocab: int, full: torch.Tensor | None = None,
                  final: torch.Tensor | None = None, head: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                 width: int = 1, screen: ScreenedHead | None = None):
+                 costs: HeadCosts | None = None, screen: ScreenedHead | None = None):
         self.shape = (rows, vocab)
-        self.width = width
-        """How many rows one call of the head takes for about the price of one: a reader asking for a row
-        may bring ``width - 1`` more with it."""
+        self.costs = costs
+        self.width = 1 if costs is None else costs.width
+        """How many rows one call of the head takes for about the price of one: a reader asking for a row may bring
+        ``width - 1`` more with it."""
         self._full, self._final, self._head, self._screen = full, final, head, screen
         self._have = [full is not None] * rows
         self._argmax: dict[int, int] = {}
@@ -68,11 +101,11 @@ class NodeLogits:
 
     @classmethod
     def lazy(cls, final: torch.Tensor, head: Callable[[torch.Tensor], torch.Tensor], vocab: int,
-             width: int = 1, screen: ScreenedHead | None = None) -> NodeLogits:
+             costs: HeadCosts | None = None, screen: ScreenedHead | None = None) -> NodeLogits:
         """Logits ``head(final[i])`` for each row ``i`` of ``final [N, D]``, computed when first asked for
-        (``width``: see :attr:`width`; ``screen``: a cheaper exact argmax of ``head``, used when a row's argmax is
-        asked for before the row)."""
-        return cls(final.shape[0], vocab, final=final, head=head, width=width, screen=screen)
+        (``costs``: what calls of ``head`` and ``screen`` cost, see :attr:`width` and :meth:`argmax`; ``screen``: a
+        cheaper exact argmax of ``head``, used when a row's argmax is asked for before the row)."""
+        return cls(final.shape[0], vocab, final=final, head=head, costs=costs, screen=screen)
 
     @property
     def computed(self) -> int:
@@ -105,14 +138,21 @@ class NodeLogits:
             self.rows([node, *along])
         return self._full[node]
 
-    def argmax(self, node: int, along: Sequence[int] = ()) -> int:
-        """The argmax of ``node``'s row, screened without the row where that is cheaper; when the row must be
-        computed, the rows ``along`` come with it (as in :meth:`row`)."""
+    def argmax(self, node: int, along: Sequence[int] = (), chances: Sequence[float] = ()) -> int:
+        """The argmax of ``node``'s row; when the row must be computed, as many of the rows ``along`` as one call
+        takes for about the price of one come with it (:attr:`width`). Where the head has a screen, the argmax is
+        screened without the row, unless ``chances`` (the chance that a walk reads each node ``along``, given it
+        reads this one) say that computing this row and the next ones in one call costs less, on average, than
+        screening each (:meth:`HeadCosts.rows_to_read`)."""
         if node not in self._argmax:
             choice = None
             if not self._have[node] and self._screen is not None:
-                choice = self._screen.argmax(self._final[node])
-            self._argmax[node] = int(self.row(node, along).argmax()) if choice is None else choice
+                count = 0 if self.costs is None else self.costs.rows_to_read(chances[:len(along)])
+                if count:
+                    self.rows([node, *along[:count - 1]])
+                else:
+                    choice = self._screen.argmax(self._final[node])
+            self._argmax[node] = int(self.row(node, along[:self.width - 1]).argmax()) if choice is None else choice
         return self._argmax[node]
 
     def chosen(self) -> dict[int, int]:

@@ -13,7 +13,7 @@ from specmix.attention import FLEX, backend_of, tree_mask
 from specmix.errors import ConfigurationError
 from specmix.identity import fingerprint, measured_name, shapes_name
 from specmix.kv_cache import PreallocatedCache
-from specmix.node_logits import NodeLogits, head_width
+from specmix.node_logits import HeadCosts, NodeLogits
 from specmix.row_kernels import RowKernels, active, switch_layers
 from specmix.screened_head import ScreenedHead
 from specmix.static_shapes import INITIAL_CAPACITY, StaticShapes, padded
@@ -118,7 +118,7 @@ class Target:
         self.row_kernels: RowKernels | None = None if static else switch_layers(model, measured_name(model), cache)
         """The matrix kernels this target's forwards take where they are faster (None: the model's own)."""
         self._decoder = None if static else _plain_head_decoder(model, self._head)
-        self._head_width = 1
+        self._head_costs: HeadCosts | None = None
         self.pad_to: Callable[[int], int] | None = None
         """How many tokens a tree forward of ``n`` runs at, where some larger size costs less (the engine sets it
         from the step's cost curve: :meth:`CostCurve.padded_size`); None: ``n`` itself."""
@@ -130,8 +130,8 @@ class Target:
         the head runs on the rows a walk reads and this is faster than one float32 row; None: rows decide."""
         if self._decoder is not None:
             with active(self.row_kernels):
-                self._head_width = head_width(self._head)
                 self.screen = ScreenedHead.for_head(self._head)
+                self._head_costs = HeadCosts.measure(self._head, self.screen)
             known = inspect.signature(self._decoder.forward).parameters
             self._decoder_cache_keyword = "cache" if "cache" in known else "past_key_values"
         self.reset()
@@ -230,7 +230,7 @@ class Target:
             return TreeOutputs(logits[:size], None if riders is None else logits[size:end],
                                {layer: states[:size] for layer, states in hidden.items()})
         final, hidden = self._forward_final(ids, positions, visible, layers)
-        return TreeOutputs(NodeLogits.lazy(final[:size], self._head_rows, self.vocab_size, self._head_width, self.screen),
+        return TreeOutputs(NodeLogits.lazy(final[:size], self._head_rows, self.vocab_size, self._head_costs, self.screen),
                            None if riders is None else self._head_rows(final[size:end]),
                            {layer: states[:size] for layer, states in hidden.items()})
 

@@ -7,7 +7,7 @@ import torch
 import transformers
 
 from specmix import DecodeSettings, StepContext, Target, TokenTree
-from specmix.node_logits import NodeLogits, head_width
+from specmix.node_logits import HeadCosts, NodeLogits
 from specmix.plugins.basic.tree_verifier import TreeVerifier
 from specmix.testing import tiny_model
 from specmix.testing.models import tolerance
@@ -52,7 +52,49 @@ class _SteppedHead(torch.nn.Module):
 @pytest.mark.parametrize("cheap", [1, 3])
 def test_the_head_width_is_the_most_rows_one_call_takes_for_the_price_of_one(cheap):
     head = _SteppedHead(cheap)
-    assert head_width(head, repeats=2) == cheap and head.widths == set(range(1, 9))
+    costs = HeadCosts.measure(head, repeats=2)
+    assert costs.width == cheap and head.widths == set(range(1, 9)) and costs.screen is None
+
+
+# One row costs 7, four cost about as much, and a screened argmax costs 4 (as measured on a two-core CPU).
+CPU_HEAD = HeadCosts(rows=(7.0, 7.5, 9.5, 7.0, 10.0, 12.0, 14.0, 12.0), screen=4.0)
+
+
+@pytest.mark.parametrize("chances, count", [
+    ([], 0),  # nothing below: screen the one row
+    ([0.1, 0.05, 0.01], 0),  # the walk likely stops here: one screen beats any call
+    ([0.9], 2),  # 4 + 3.6 screened against 7.5 for two rows
+    ([0.9, 0.8, 0.7], 4),  # four rows for 7 against 4 · (1 + 2.4) screened
+    ([0.5, 0.2, 0.1], 4),  # 4 · 1.8 = 7.2 screened against 7 for four rows: just worth it
+    ([0.5, 0.2], 0),  # three rows cost 9.5, against 6.8 screened
+])
+def test_a_walk_computes_rows_together_only_where_that_costs_less_than_screening_them(chances, count):
+    assert CPU_HEAD.rows_to_read(chances) == count
+    assert HeadCosts(rows=CPU_HEAD.rows).rows_to_read(chances) == 0  # no screen measured: nothing to weigh
+
+
+class _CountingScreen:
+    def __init__(self, weight):
+        self.weight, self.calls = weight, 0
+
+    def argmax(self, hidden):
+        self.calls += 1
+        return int((self.weight @ hidden).argmax())
+
+
+@pytest.mark.parametrize("likely", [True, False])
+def test_a_screened_walk_reads_a_likely_chain_in_one_call_and_an_unlikely_one_by_screening(likely):
+    final, weight = torch.randn(5, 4, dtype=torch.float64), torch.randn(10, 4, dtype=torch.float64)
+    head, calls = _counting_head(weight)
+    screen = _CountingScreen(weight)
+    logits = NodeLogits.lazy(final, head, vocab=10, costs=CPU_HEAD, screen=screen)
+    chances = [0.9, 0.8, 0.7] if likely else [0.1, 0.05, 0.01]
+    assert logits.argmax(0, along=[1, 2, 3], chances=chances) == int((final[0] @ weight.T).argmax())
+    if likely:
+        assert calls == [4] and screen.calls == 0 and logits.computed == 4
+        assert logits.argmax(2) == int((final[2] @ weight.T).argmax()) and calls == [4]  # read already
+    else:
+        assert calls == [] and screen.calls == 1 and logits.computed == 0
 
 
 def test_a_tensor_is_taken_whole():

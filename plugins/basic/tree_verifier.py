@@ -1,5 +1,9 @@
 """The ``tree`` verifier: one target forward over root, candidates and riders with tree attention."""
 
+import itertools
+import math
+import operator
+
 import torch
 
 from specmix import Capability, Verdict, Verifier
@@ -11,27 +15,35 @@ from specmix.sampling import target_probs, warpers
 class _Rows:
     """The target's logits at the nodes a walk reaches. One call of the head over a few rows costs about what one
     row does (:attr:`NodeLogits.width`), so a row computed now brings that many more nodes along the node's most
-    probable children (its first children, without draft scores), where the walk is likeliest to go next."""
+    probable children (its first children, without draft scores), where the walk is likeliest to go next; with
+    draft scores, the chance that the walk reads each of them decides whether a greedy walk computes them together
+    or screens one argmax at a time."""
 
     def __init__(self, tree, logits: NodeLogits):
         self.tree, self.logits = tree, logits
         self.scores = None if tree.logprobs is None else tree.logprobs.tolist()
 
-    def likely_next(self, node: int) -> list[int]:
+    def likely_next(self, node: int, length: int) -> list[int]:
+        """Up to ``length`` nodes down from ``node``, each its parent's most probable child."""
         chain, children = [], self.tree.children
-        while len(chain) < self.logits.width - 1 and children[node]:
+        while len(chain) < length and children[node]:
             node = children[node][0] if self.scores is None else max(children[node], key=self.scores.__getitem__)
             chain.append(node)
         return chain
 
+    def chances(self, chain: list[int]) -> list[float]:
+        """The chance, by the draft scores, that the walk reads each node of ``chain`` once it reads the one above."""
+        return list(itertools.accumulate((math.exp(self.scores[node]) for node in chain), operator.mul))
+
     def __call__(self, node: int) -> torch.Tensor:
         if self.logits.has(node):
             return self.logits[node]
-        return self.logits.row(node, self.likely_next(node))
+        return self.logits.row(node, self.likely_next(node, self.logits.width - 1))
 
     def __getitem__(self, node: int) -> int:
         """The argmax at ``node``, as the greedy walk indexes it (without its row where the target screens it)."""
-        return self.logits.argmax(node, self.likely_next(node))
+        chain = self.likely_next(node, self.logits.width - 1)
+        return self.logits.argmax(node, chain, () if self.scores is None else self.chances(chain))
 
 
 class TreeVerifier(Verifier):
