@@ -67,18 +67,13 @@ class CostCurve:
 
     def at(self, context: int) -> CostCurve:
         """The curve over a cache of ``context`` tokens: this one if it was measured over a single length,
-        else interpolated linearly between the two, extrapolated past the longer one, and the shorter's times
-        over a shorter cache.
-
-        Not extrapolated below the shorter length: a shorter cache saves next to nothing there
-        (one token over 128 and 256 cached tokens: 53.8 and 54.1 ms on the default model on a
-        two-core CPU), while each size's slope between the two lengths grows with the size, so
-        extrapolating drew four tokens under one over a short prompt and padded one-token steps
-        to four, which took 2 to 4 ms longer."""
+        else interpolated (and past either length, extrapolated) linearly between the two, never below a
+        quarter of the shorter's times."""
         if self.longer is None:
             return self
-        share = max(context - self.context, 0) / (self.longer_context - self.context)
-        return CostCurve(sizes=self.sizes, seconds=[a + (b - a) * share for a, b in zip(self.seconds, self.longer)])
+        share = (context - self.context) / (self.longer_context - self.context)
+        return CostCurve(sizes=self.sizes, seconds=[max(a + (b - a) * share, a / 4)
+                                                    for a, b in zip(self.seconds, self.longer)])
 
     def time(self, n: int) -> float:
         """Forward seconds for ``n`` new tokens: at ``n`` itself or padded to a cheaper larger size (see
