@@ -201,7 +201,7 @@ def _measurable(target: Target, sizes: Sequence[int]) -> list[int]:
 
 def _cache_file(target: Target, cache=None) -> Path:
     """Where this target's curve is kept: named by what determines it (the model's architecture and
-    weights, the device, dtype, thread count, torch version, and whether the LM head runs on every
+    weights, the device (a CPU by its kind), dtype, thread count, torch version, and whether the LM head runs on every
     row), not by where the model was loaded from."""
     # Measured with the LM head on a row, not on every token, and its argmax screened in float16 where it is.
     head = ("-rowhead" if target.lazy_head else "") + ("-screened" if target.screen is not None else "")

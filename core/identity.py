@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
+import platform
 import re
 
 import torch
@@ -19,7 +22,8 @@ def fingerprint(model) -> str:
 
 def measured_name(model) -> str:
     """A file name stem for what is measured on this model here: named by what determines it (the model's
-    architecture and weights, the device, dtype and thread count), not by where the model was loaded from."""
+    architecture and weights, the device (a CPU by its kind, see :func:`processor`), dtype and thread count), not by
+    where the model was loaded from."""
     config = model.config.to_dict()
     for field in ("_name_or_path", "name_or_path", "transformers_version", "_commit_hash"):
         config.pop(field, None)
@@ -29,7 +33,7 @@ def measured_name(model) -> str:
 
 def shapes_name(module: torch.nn.Module) -> str:
     """A file name stem for what is measured on a module that is not a Hugging Face model (a drafter's own network):
-    named by its class and its parameters' names and shapes, the device, dtype and thread count."""
+    named by its class and its parameters' names and shapes, the device (a CPU by its kind), dtype and thread count."""
     parameters = list(module.named_parameters())
     identity = json.dumps([(name, list(parameter.shape)) for name, parameter in parameters])
     first = parameters[0][1] if parameters else torch.empty(0)
@@ -40,8 +44,28 @@ def _digest(identity: str) -> str:
     return hashlib.sha1(identity.encode()).hexdigest()[:12]
 
 
+@functools.cache
+def processor() -> str:
+    """Which CPU this is, as the system names it (model name, family, model and stepping where Linux says them, else
+    the platform's name) and how many cores it has: a cache shared by machines of several kinds (a home directory on
+    a cluster) must not hand one machine's timings to another."""
+    wanted = ("model name", "cpu family", "model", "stepping", "CPU implementer", "CPU part")
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                key, _, value = line.partition(":")
+                if key.strip() in wanted:
+                    fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    return json.dumps([fields or platform.processor() or platform.machine(), os.cpu_count()], sort_keys=True)
+
+
 def _where(device: torch.device, dtype: torch.dtype) -> str:
     name = device.type
     if name == "cuda":
         name = re.sub(r"[^A-Za-z0-9]+", "-", torch.cuda.get_device_name(device)).strip("-")
+    elif name == "cpu":
+        name = f"cpu-{_digest(processor())[:8]}"
     return f"{name}-{str(dtype).removeprefix('torch.')}-threads{torch.get_num_threads()}"
