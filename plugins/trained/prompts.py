@@ -83,6 +83,22 @@ CORPUS_TEMPLATES = (
 )
 
 
+# Programming tasks only, for a retrieval corpus: the target's code answers are what a coding prompt's answer
+# retrieves from, and a corpus made of every kind of task holds few of them.
+CODE_TEMPLATES = (
+    "Write a Python function that counts something to do with {topic}, then show it on a small list.",
+    "Implement a small Python class for an inventory of things to do with {topic}, with methods to add, "
+    "remove and list items.",
+    "Write a Python function that returns the mean, median and range of measurements taken in a study of {topic}.",
+    "Write a Python script that reads a CSV file of records about {topic} and prints a short summary.",
+    "Write a recursive Python function for a puzzle about {topic}, and explain how it works.",
+    "Write Python code that sorts a list of dictionaries describing {topic} by two keys.",
+    "Write a Python function that validates user input for a form about {topic}, raising clear errors.",
+    "Write pytest unit tests for a Python function that filters a list of records about {topic}.",
+    "Write a Python function that parses a string describing {topic} and returns a dictionary of its parts.",
+    "Write Python code that groups items about {topic} by category and counts each group.",
+)
+
 def topics() -> list[str]:
     return [t.strip() for t in TOPICS.replace("\n", " ").split(";") if t.strip()]
 
