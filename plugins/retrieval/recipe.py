@@ -20,8 +20,6 @@ from specmix.plugins.trained.responses import generate_responses, read_responses
 from specmix.target import fingerprint
 
 _log = logger("corpus")
-PROMPT_FILES = ("prompts.json", "more-prompts.json", "code-prompts.json")
-"""The prompt sets, in the order their responses are generated (a resumed run goes on where it stopped)."""
 SHRINK = 8.0
 """How many observations a key's coarser rate is worth when a key's own are few."""
 
@@ -103,7 +101,7 @@ class CorpusTrainer(Trainer):
         more = stored_prompts(work.out / "more-prompts.json", args.more_prompts, args.seed, args.exclude, CORPUS_TEMPLATES)
         code = stored_prompts(work.out / "code-prompts.json", args.code_prompts, args.seed, args.exclude, CODE_TEMPLATES)
         prompts = work.prompts + more + code
-        _log(f"{len(prompts)} prompts ({', '.join(str(work.out / name) for name in PROMPT_FILES)})")
+        _log(f"{len(prompts)} prompts ({len(work.prompts)} + {len(more)} + {len(code)}, kept in {work.out})")
         path = work.out / "responses.jsonl"
         generate_responses(work.model, work.tokenizer, prompts, path, args.max_new_tokens, args.batch_size)
         texts, opening = documents(read_responses(path))

@@ -99,6 +99,7 @@ CODE_TEMPLATES = (
     "Write Python code that groups items about {topic} by category and counts each group.",
 )
 
+
 def topics() -> list[str]:
     return [t.strip() for t in TOPICS.replace("\n", " ").split(";") if t.strip()]
 
