@@ -88,9 +88,8 @@ class CorpusTrainer(Trainer):
         add_common_arguments(parser, prompts=1500, held_out=100, max_new_tokens=256)
         parser.add_argument("--more-prompts", type=int, default=1728,
                             help="prompts of further kinds of task, after --prompts of the diffusion recipe's kinds")
-        parser.add_argument("--code-prompts", type=int, default=0,
-                            help="programming prompts, after the others: a corpus for coding work (1080 raised "
-                                 "mix on HumanEval and lowered it on MT-bench; see the README)")
+        parser.add_argument("--code-prompts", type=int, default=1080,
+                            help="programming prompts (ten kinds of Python task), after the others")
         parser.add_argument("--batch-size", type=int, default=32)
         parser.add_argument("--longest", type=int, default=32, help="the longest match looked for, in tokens")
         parser.add_argument("--nodes", type=int, default=16, help="candidates per position when measuring rates")
