@@ -1,8 +1,9 @@
 """One scale for every drafter: how often the target accepts a node a drafter scored at probability p.
 
 Drafters' scores are not comparable as they are (a lookup's counts, a network's softmax,
-a pool's shares), so a mix compares them after calibration: per drafter, per depth (1, 2,
-3 or deeper) and per band of claimed probability, the share of such nodes the target
+a pool's shares), so a mix compares them after calibration: per drafter (a mix keys it by
+how the claim stands among the other drafters' too), per depth (1, 2, 3 or deeper) and per
+band of claimed probability, the share of such nodes the target
 took when it reached their parent. Each band starts from its own claim (a Beta prior worth
 two observations), keeps about ``memory`` recent observations, and adds ``explore``
 standard deviations of optimism, so that no drafter is written off after a bad stretch.
@@ -14,7 +15,8 @@ at one standard deviation every node of a mix looked likelier than it was, and o
 (default model, greedy) the mix verified 18 positions a step for 13.2 tokens/s, against
 9.6 positions and 16.8 tokens/s with none. A quarter keeps bands that were rarely tried in
 play; the lookup's own odds and the payoff's trials explore too. A drafter whose scores
-are such estimates already (``Drafter.calibrated``) is not calibrated again.
+are such estimates already (``Drafter.calibrated``) is not calibrated again where its claim
+stands alone.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
+from collections.abc import Hashable
 
 EDGES = (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.85)
 """Upper edges of the bands of claimed probability (the last band runs to 1)."""
@@ -36,17 +39,17 @@ class Calibration:
         self.counts: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0])  # key -> [accepted, tried]
 
     @staticmethod
-    def _key(drafter: int, depth: int, claimed: float) -> tuple[int, int, int]:
+    def _key(drafter: Hashable, depth: int, claimed: float) -> tuple[Hashable, int, int]:
         return drafter, min(depth, 3), bisect.bisect_left(EDGES, claimed)
 
-    def estimate(self, drafter: int, depth: int, claimed: float) -> float:
+    def estimate(self, drafter: Hashable, depth: int, claimed: float) -> float:
         """The calibrated chance that a node ``drafter`` claims ``claimed`` for, at ``depth``, is accepted once reached."""
         accepted, tried = self.counts[self._key(drafter, depth, claimed)]
         seen = tried + self.weight
         mean = (accepted + claimed * self.weight) / seen
         return min(1.0, max(1e-6, mean + self.explore * math.sqrt(mean * (1 - mean) / (seen + 1))))
 
-    def record(self, drafter: int, depth: int, claimed: float, accepted: bool) -> None:
+    def record(self, drafter: Hashable, depth: int, claimed: float, accepted: bool) -> None:
         counts = self.counts[self._key(drafter, depth, claimed)]
         counts[0] = counts[0] * self.keep + accepted
         counts[1] = counts[1] * self.keep + 1

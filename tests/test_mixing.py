@@ -47,15 +47,44 @@ def test_merged_trees_keep_each_node_once_with_its_best_estimate_and_its_drafter
     assert mix.credit(verdict) == (1, 2)  # node 1 came from both, node 3 from the second
 
 
-def test_a_calibrated_drafters_scores_are_taken_as_they_are_and_others_are_calibrated():
+def _learn(mix, trees, taken, steps=30):
+    """Merge ``trees`` and have the target take the token ``taken`` below the root, ``steps`` times."""
+    for _ in range(steps):
+        tree, _ = mix.merge(trees, [None if t is None else Proposal(tree=t) for t in trees], _ctx())
+        path = tuple(node for node in range(1, tree.size) if tree.token_list[node] == taken)
+        mix.share(Verdict(tree=tree, path=path, bonus=7, logits=torch.zeros(tree.size, 16)))
+    return mix.merge(trees, [None if t is None else Proposal(tree=t) for t in trees], _ctx())[0]
+
+
+def _claim(token, logprob):
+    return TokenTree(tokens=[0, token], parents=[-1, 0], vocab_size=16, logprobs=[0, logprob])
+
+
+def test_a_calibrated_drafters_claim_stands_alone_and_an_uncalibrated_ones_is_learnt():
     mix = Mix(2, Calibration(explore=0.0), calibrated=[True, False])
-    odds = TokenTree(tokens=[0, 4], parents=[-1, 0], vocab_size=16, logprobs=[0, -0.05])
-    for _ in range(30):  # both claim 0.95 for a token the target never takes
-        tree, _ = mix.merge([odds, odds], [Proposal(tree=odds), Proposal(tree=odds)], _ctx())
-        mix.share(Verdict(tree=tree, path=(), bonus=7, logits=torch.zeros(tree.size, 16)))
-    assert mix.calibration.estimate(1, 1, 0.95) < 0.2 and mix.calibration.counts.keys() == {(1, 1, 8)}
-    tree, _ = mix.merge([odds, TokenTree.root_only(0, 16)], [Proposal(tree=odds), Proposal()], _ctx())
-    assert float(tree.logprobs[1]) == pytest.approx(-0.05)  # the calibrated drafter's own estimate
+    tree = _learn(mix, [None, _claim(4, -0.05)], taken=None)  # drafter 1 claims 0.95 for a token never taken
+    assert math.exp(float(tree.logprobs[1])) < 0.2 and mix.calibration.counts.keys() == {((1, "alone"), 1, 8)}
+    tree, _ = mix.merge([_claim(4, -0.05), None], [Proposal(tree=_claim(4, -0.05)), None], _ctx())
+    assert float(tree.logprobs[1]) == pytest.approx(-0.05)  # the calibrated drafter's own estimate, untouched
+
+
+def test_a_claim_another_drafter_contests_is_learnt_apart_from_the_same_claim_alone():
+    mix = Mix(2, Calibration(explore=0.0), calibrated=[True, True])
+    tree = _learn(mix, [_claim(4, -0.05), _claim(5, -1.5)], taken=5)  # the target sides with drafter 1's token
+    scores = dict(zip(tree.token_list[1:], (math.exp(float(v)) for v in tree.logprobs[1:])))
+    assert scores[4] < 0.2 and scores[5] > 0.8
+    assert mix.situations[1] == {0: "contested"} and mix.situations[2] == {1: "contested"}
+    alone, _ = mix.merge([_claim(4, -0.05), None], [Proposal(tree=_claim(4, -0.05)), None], _ctx())
+    assert float(alone.logprobs[1]) == pytest.approx(-0.05)
+
+
+def test_a_token_two_drafters_agree_on_is_scored_on_what_agreement_brings():
+    mix = Mix(2, Calibration(explore=0.0), calibrated=[True, True])
+    first, second = _claim(4, math.log(0.3)), _claim(4, math.log(0.2))
+    assert math.exp(float(mix.merge([first, second], [Proposal(tree=first), Proposal(tree=second)],
+                                    _ctx())[0].logprobs[1])) == pytest.approx(0.3)
+    tree = _learn(mix, [first, second], taken=4)  # together they are always right
+    assert mix.situations[1] == {0: "agreed", 1: "agreed"} and math.exp(float(tree.logprobs[1])) > 0.9
 
 
 class _Recording(DrafterPayoff):
