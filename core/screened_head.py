@@ -21,9 +21,15 @@ Sampling needs whole distributions and reads whole rows; only the greedy argmax 
 
 from __future__ import annotations
 
+import json
+import warnings
+from pathlib import Path
+
 import torch
 
 from specmix.clock import fastest
+from specmix.errors import SpecmixWarning
+from specmix.paths import write_atomically
 
 HALF_ROUNDOFF = 2.0 ** -11
 """Unit roundoff of float16 (11 significant bits)."""
@@ -55,19 +61,26 @@ class ScreenedHead:
         """How far two float32 computations of one logit may differ, per unit of ``|h|``."""
 
     @classmethod
-    def for_head(cls, head: torch.nn.Module, repeats: int = 5) -> ScreenedHead | None:
+    def for_head(cls, head: torch.nn.Module, repeats: int = 10, record: Path | None = None) -> ScreenedHead | None:
         """A screened copy of ``head`` where it is a bias-free float32 linear layer whose float16 products
-        accumulate in float32 (checked on a probe) and reading it is faster than one float32 row; else None."""
+        accumulate in float32 (checked on a probe) and reading it is at least 5% faster than one float32 row; else
+        None. With ``record``, a file, the timing is done once: its verdict is kept there and read back after, so
+        that every process on a machine decides alike (timed afresh, a close call went either way between runs)."""
         weight = getattr(head, "weight", None)
         if not isinstance(head, torch.nn.Linear) or head.bias is not None or weight.dtype != torch.float32:
             return None
         screened = cls(weight)
         if not screened._accumulates_in_float32():
             return None
-        probe = torch.randn(weight.shape[1], dtype=weight.dtype, device=weight.device,
-                            generator=torch.Generator(device=weight.device).manual_seed(0))
-        plain, fast = fastest([lambda: int(head(probe[None]).argmax()), lambda: screened.argmax(probe)], repeats)
-        return screened if fast < plain else None
+        faster = _recorded(record)
+        if faster is None:
+            probe = torch.randn(weight.shape[1], dtype=weight.dtype, device=weight.device,
+                                generator=torch.Generator(device=weight.device).manual_seed(0))
+            plain, fast = fastest([lambda: int(head(probe[None]).argmax()), lambda: screened.argmax(probe)], repeats)
+            faster = fast < 0.95 * plain
+            if record is not None:
+                write_atomically(record, json.dumps({"screen": faster, "row_seconds": plain, "screen_seconds": fast}))
+        return screened if faster else None
 
     @torch.no_grad()
     def argmax(self, hidden: torch.Tensor) -> int | None:
@@ -101,3 +114,17 @@ class ScreenedHead:
         allowed = HALF_ROUNDOFF / (1 - HALF_ROUNDOFF) * screened.abs() + _gamma(rows.shape[1]) * magnitude[0]
         return bool(((screened - exact).abs() <= allowed).all())
 
+
+
+def _recorded(record: Path | None) -> bool | None:
+    """Whether the screen was timed faster in ``record`` (None: no record, or one that cannot be read)."""
+    if record is None:
+        return None
+    try:
+        return bool(json.loads(Path(record).read_text())["screen"])
+    except FileNotFoundError:
+        return None
+    except (ValueError, TypeError, KeyError) as exc:
+        warnings.warn(f"the head screen choice kept in {record} is unreadable ({exc}); timing it again",
+                      SpecmixWarning, stacklevel=3)
+        return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 import attrs
 import torch
@@ -14,6 +15,7 @@ from specmix.errors import ConfigurationError
 from specmix.identity import fingerprint, measured_name, shapes_name
 from specmix.kv_cache import PreallocatedCache
 from specmix.node_logits import HeadCosts, NodeLogits
+from specmix.paths import cache_dir
 from specmix.row_kernels import RowKernels, active, switch_layers
 from specmix.screened_head import ScreenedHead
 from specmix.static_shapes import INITIAL_CAPACITY, StaticShapes, padded
@@ -130,11 +132,17 @@ class Target:
         the head runs on the rows a walk reads and this is faster than one float32 row; None: rows decide."""
         if self._decoder is not None:
             with active(self.row_kernels):
-                self.screen = ScreenedHead.for_head(self._head)
+                self.screen = ScreenedHead.for_head(self._head, record=self._screen_record(model))
                 self._head_costs = HeadCosts.measure(self._head, self.screen)
             known = inspect.signature(self._decoder.forward).parameters
             self._decoder_cache_keyword = "cache" if "cache" in known else "past_key_values"
         self.reset()
+
+    def _screen_record(self, model) -> Path:
+        """Where the choice of a screened head is kept: under ``head-screen/`` in the cache directory, named like
+        the cost curve (the model, the machine, the row kernels its head rows take, torch)."""
+        kernels = "" if self.row_kernels is None else f"-rowkernels{self.row_kernels.digest}"
+        return cache_dir(self._kernel_cache) / "head-screen" / f"{measured_name(model)}{kernels}-torch{torch.__version__}.json"
 
     @property
     def lazy_head(self) -> bool:

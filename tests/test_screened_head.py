@@ -1,13 +1,15 @@
 """The greedy argmax found through a float16 copy of the LM head is the float32 head's, or defers to the row."""
 
 import copy
+import json
 
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specmix import Decoder, DecodeSettings
+from specmix import Decoder, DecodeSettings, screened_head
+from specmix.errors import SpecmixWarning
 from specmix.screened_head import HALF_ROUNDOFF, ScreenedHead
 from specmix.testing import reference_greedy, tiny_model
 from specmix.testing.drafters import ReplayPlugin
@@ -121,3 +123,29 @@ def test_greedy_decoding_with_a_screened_head_is_the_targets_own(scale):
     assert list(generation.tokens) == free
     assert len(calls) >= len(generation.steps) and any(choice is not None for choice in calls)
     assert max(step.accepted for step in generation.steps) >= 2
+
+
+@pytest.mark.parametrize("timed, chosen", [((1.0, 0.5), True), ((1.0, 0.97), False), ((1.0, 1.5), False)])
+def test_the_screen_is_taken_where_it_is_timed_5_percent_faster_and_the_verdict_is_kept(monkeypatch, tmp_path,
+                                                                                          timed, chosen):
+    head = torch.nn.Linear(64, 300, bias=False)
+    record = tmp_path / "head-screen" / "model.json"
+    monkeypatch.setattr(screened_head, "fastest", lambda calls, repeats: list(timed))
+    assert (ScreenedHead.for_head(head, record=record) is not None) == chosen
+    assert json.loads(record.read_text())["screen"] == chosen
+
+    def not_timed_again(calls, repeats):
+        raise AssertionError("a kept verdict is read back, not timed again")
+
+    monkeypatch.setattr(screened_head, "fastest", not_timed_again)
+    assert (ScreenedHead.for_head(head, record=record) is not None) == chosen
+
+
+def test_an_unreadable_verdict_is_timed_again_with_a_warning(monkeypatch, tmp_path):
+    head = torch.nn.Linear(64, 300, bias=False)
+    record = tmp_path / "model.json"
+    record.write_text("{not json")
+    monkeypatch.setattr(screened_head, "fastest", lambda calls, repeats: [1.0, 0.5])
+    with pytest.warns(SpecmixWarning, match="unreadable"):
+        assert ScreenedHead.for_head(head, record=record) is not None
+    assert json.loads(record.read_text())["screen"] is True
