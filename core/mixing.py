@@ -7,8 +7,8 @@ it (:mod:`specmix.calibration`), and remembered as theirs. A claim is calibrated
 how it stands among the others: where another drafter proposed the same token it is likelier
 than either claim says, where another proposed a different one in its place, less likely
 (on MT-bench, the retrieval drafter's first tokens that the lookup contested were taken 4% of
-the time for a claimed 10%, and the tokens both proposed 43% for a claimed 36% at best). Riders of in-pass drafters ride
-in the same forward, each drafter's seeing only its own and the root. After verification
+the time for a claimed 10%, and the tokens both proposed 43% for a claimed 36% at best).
+Riders of in-pass drafters ride in the same forward, each drafter's seeing only its own and the root. After verification
 every drafter observes the verdict, with its own riders' logits, and the calibration
 learns which of its claims the target took. A drafter whose tokens do not pay for what it
 adds to the step sits steps out (:mod:`specmix.payoff`): it is not asked to propose, and
@@ -115,7 +115,16 @@ def combined_riders(proposals: Sequence[Proposal]) -> tuple[Riders | None, list[
 
 
 ALONE, AGREED, CONTESTED = "alone", "agreed", "contested"
-"""How a node stands for one drafter that proposed it (see :meth:`Mix.merge`)."""
+"""How a node stands for one drafter that proposed it (see :func:`_situation`)."""
+
+
+def _situation(source: int, proposers: dict[int, float], beside: set[int]) -> str:
+    """How a node that ``proposers`` proposed stands for ``source``, one of them, where ``beside`` are the drafters
+    that proposed a child of its parent: ``agreed`` if another proposed it too, ``contested`` if another proposed a
+    sibling instead (it did not propose this node, so that child is another), else ``alone``."""
+    if len(proposers) > 1:
+        return AGREED
+    return CONTESTED if beside - {source} else ALONE
 
 
 class Mix:
@@ -180,12 +189,12 @@ class Mix:
                 mapped.append(merged)
                 claims[merged][source] = max(claims[merged].get(source, 0.0), probabilities[node])
         depths = [0] * len(tokens)
-        children: list[list[int]] = [[] for _ in tokens]
+        below: list[set[int]] = [set() for _ in tokens]  # the drafters that proposed a child of each node
         for node in range(1, len(tokens)):
             depths[node] = depths[parents[node]] + 1
-            children[parents[node]].append(node)
-        situations = [{}] + [{source: self._situation(source, node, claims, children[parents[node]])
-                              for source in claims[node]} for node in range(1, len(tokens))]
+            below[parents[node]].update(claims[node])
+        situations = [{}] + [{source: _situation(source, claims[node], below[parents[node]]) for source in claims[node]}
+                             for node in range(1, len(tokens))]
         scores = [0.0] + [math.log(max(self._estimate(s, depths[n], p, situations[n][s]) for s, p in claims[n].items()))
                           for n in range(1, len(tokens))]
         self.claims, self.depths, self.index, self.situations = claims, depths, index, situations
@@ -197,15 +206,6 @@ class Mix:
                  for field in ("marginals", "features")}
         tree = TokenTree(tokens=tokens, parents=parents, vocab_size=ctx.vocab_size, logprobs=scores)
         return tree, Proposal(tree=tree, riders=riders, **first)
-
-    def _situation(self, source: int, node: int, claims: list[dict[int, float]], siblings: list[int]) -> str:
-        """How ``node`` stands for ``source`` among the other drafters: ``agreed`` if another proposed it too,
-        ``contested`` if another proposed a sibling instead, else ``alone``."""
-        if len(claims[node]) > 1:
-            return AGREED
-        if any(sibling != node and any(other != source for other in claims[sibling]) for sibling in siblings):
-            return CONTESTED
-        return ALONE
 
     def _estimate(self, source: int, depth: int, claimed: float, situation: str = ALONE) -> float:
         """A drafter's claim on the common scale: a calibrated drafter's as it is where it stands alone (its own

@@ -115,7 +115,6 @@ class ScreenedHead:
         return bool(((screened - exact).abs() <= allowed).all())
 
 
-
 def _recorded(record: Path | None) -> bool | None:
     """Whether the screen was timed faster in ``record`` (None: no record, or one that cannot be read)."""
     if record is None:
