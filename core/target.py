@@ -12,6 +12,7 @@ import torch
 
 from specmix.attention import FLEX, backend_of, tree_mask
 from specmix.errors import ConfigurationError
+from specmix.grouped_attention import group_queries
 from specmix.identity import fingerprint, measured_name, shapes_name
 from specmix.kv_cache import PreallocatedCache
 from specmix.node_logits import HeadCosts, NodeLogits
@@ -83,7 +84,9 @@ class Target:
 
     With ``static`` shapes (the default on CUDA) forwards are padded to bucket sizes over
     a fixed-capacity cache (``capacity`` tokens at first, doubled when full) and replayed
-    as CUDA graphs there (see :mod:`specmix.static_shapes`).
+    as CUDA graphs there (see :mod:`specmix.static_shapes`). Off CUDA, a model on transformers' ``sdpa``
+    attention is switched to :mod:`specmix.grouped_attention`, which computes the same outputs without
+    copying key/value heads.
     """
     def __init__(self, model, static: bool | None = None, capacity: int = INITIAL_CAPACITY, cache=None):
         """``cache``: where the choice of matrix kernels is kept (see :mod:`specmix.row_kernels`)."""
@@ -115,6 +118,8 @@ class Target:
                                      "kernel returned wrong values on some calls; use attention='sdpa'")
         if static is None:
             static = cuda and not flex
+        if not cuda:
+            group_queries(model)  # the same outputs, without copying key/value heads (see specmix.grouped_attention)
         self._static = StaticShapes(model, graphs=cuda, capacity=capacity) if static else None
         self._kernel_cache = cache
         self.row_kernels: RowKernels | None = None if static else switch_layers(model, measured_name(model), cache)

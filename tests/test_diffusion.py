@@ -119,8 +119,8 @@ def test_an_adaptive_block_shrinks_to_nothing_when_the_drafter_is_never_right_an
 def test_the_drafters_own_layers_take_the_targets_faster_kernels_inside_its_passes(registry, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECMIX_CACHE_DIR", str(tmp_path))
     model = copy.deepcopy(tiny_model("llama")).float()  # measured kernels are for float32 layers only
-    every = classmethod(lambda cls, layers: row_kernels.RowKernels({tuple(layer.weight.shape): set(range(1, 17))
-                                                                    for layer in layers}))
+    every = classmethod(lambda cls, layers: row_kernels.RowKernels({tuple(layer.weight.shape): dict.fromkeys(
+        range(1, 17), row_kernels.COLUMNS) for layer in layers}))
     monkeypatch.setattr(row_kernels.RowKernels, "measure", every)
     through_columns = []
     column_linear = row_kernels.column_linear
