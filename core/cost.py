@@ -208,8 +208,7 @@ def _cache_file(target: Target, cache=None) -> Path:
     # "rounds": measured in rounds over all sizes; "raw": each size's own time, not raised to a smaller size's
     # (such a curve never pads); a curve measured otherwise is measured again.
     # Forwards over its own choice of matrix kernels (specmix.row_kernels), named by that choice.
-    kernels = f"-rowkernels{target.row_kernels.digest}" if target.row_kernels is not None else ""
-    name = f"{measured_name(target.model)}{head}{kernels}-rounds-raw"
+    name = f"{measured_name(target.model)}{head}{target.kernels_name}-rounds-raw"
     return cache_dir(cache) / "cost-curves" / f"{name}-torch{torch.__version__}.json"
 
 

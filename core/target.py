@@ -151,8 +151,13 @@ class Target:
     def _screen_record(self, model) -> Path:
         """Where the choice of a screened head is kept: under ``head-screen/`` in the cache directory, named like
         the cost curve (the model, the machine, the row kernels its head rows take, torch)."""
-        kernels = "" if self.row_kernels is None else f"-rowkernels{self.row_kernels.digest}"
-        return cache_dir(self._kernel_cache) / "head-screen" / f"{measured_name(model)}{kernels}-torch{torch.__version__}.json"
+        name = f"{measured_name(model)}{self.kernels_name}-torch{torch.__version__}.json"
+        return cache_dir(self._kernel_cache) / "head-screen" / name
+
+    @property
+    def kernels_name(self) -> str:
+        """The part of a cached measurement's name that says which matrix kernels it ran on ("" for the model's own)."""
+        return "" if self.row_kernels is None else f"-rowkernels{self.row_kernels.digest}"
 
     @property
     def lazy_head(self) -> bool:
@@ -294,9 +299,9 @@ class Target:
             all_logits = all_logits[count - 1:count]
         return all_logits[:count], {layer: states[layer][0, :count] for layer in layers}
 
-    @torch.inference_mode()
     def _forward_final(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, layers: Sequence[int]):
-        """As :meth:`forward`, through the decoder alone: its last hidden states ``[T, D]`` instead of logits."""
+        """As :meth:`forward`, through the decoder alone: its last hidden states ``[T, D]`` instead of logits (called
+        only inside :meth:`forward_tree`, in its inference mode)."""
         mask = tree_mask(self.model, visible, self.length)
         out = self._decoder(input_ids=ids.to(self.device)[None], position_ids=positions.to(self.device)[None],
                             attention_mask=mask, use_cache=True, output_hidden_states=bool(layers),
