@@ -181,12 +181,14 @@ def test_the_scorer_recipe_traces_trains_compares_and_resumes(tmp_path, default)
 def test_the_corpus_recipe_runs_end_to_end_resumes_and_drafts(tmp_path, default):
     out = tmp_path / "corpus"
     arguments = ["train", "corpus", "--out", str(out), "--prompts", "6", "--more-prompts", "3", "--code-prompts", "2",
-                 "--held-out", "2", "--max-new-tokens", "12", "--batch-size", "3"]
+                 "--completion-prompts", "2", "--held-out", "2", "--max-new-tokens", "12", "--batch-size", "3"]
     assert main(arguments) == 0
-    assert len((out / "responses.jsonl").read_text().splitlines()) == 11
+    assert len((out / "responses.jsonl").read_text().splitlines()) == 13
     assert all("Python" in prompt for prompt in json.loads((out / "code-prompts.json").read_text()))
+    assert all(prompt.count('"""') == 2 for prompt in json.loads((out / "completion-prompts.json").read_text()))
     config, report = json.loads((out / "config.json").read_text()), json.loads((out / "report.json").read_text())
-    assert config["documents"] == report["documents"] == 11 and report["held_out"] == 2
+    assert config["documents"] == report["documents"] == 13 and report["held_out"] == 2
+    assert "13 prompts (6 + 3 + 2 + 2, seed 0)" in config["source"]
     responses = (out / "responses.jsonl").read_text()
     assert main(arguments) == 0  # resumed: nothing is generated again
     assert (out / "responses.jsonl").read_text() == responses

@@ -14,7 +14,7 @@ from specmix import Trainer
 from specmix.plugins.retrieval.candidates import Key, candidates, coarse
 from specmix.plugins.retrieval.corpus import Corpus, CorpusConfig
 from specmix.plugins.retrieval.datastore import Datastore
-from specmix.plugins.trained.prompts import CODE_TEMPLATES, CORPUS_TEMPLATES, stored_prompts
+from specmix.plugins.trained.prompts import CODE_TEMPLATES, COMPLETION_TEMPLATES, CORPUS_TEMPLATES, stored_prompts
 from specmix.plugins.trained.recipes import add_common_arguments, logger, open_workspace
 from specmix.plugins.trained.responses import generate_responses, read_responses
 from specmix.target import fingerprint
@@ -90,6 +90,8 @@ class CorpusTrainer(Trainer):
                             help="prompts of further kinds of task, after --prompts of the diffusion recipe's kinds")
         parser.add_argument("--code-prompts", type=int, default=1080,
                             help="programming prompts (ten kinds of Python task), after the others")
+        parser.add_argument("--completion-prompts", type=int, default=1080,
+                            help="Python function stubs to complete (ten kinds, given as bare code), after the others")
         parser.add_argument("--batch-size", type=int, default=32)
         parser.add_argument("--longest", type=int, default=32, help="the longest match looked for, in tokens")
         parser.add_argument("--nodes", type=int, default=16, help="candidates per position when measuring rates")
@@ -99,8 +101,11 @@ class CorpusTrainer(Trainer):
         work = open_workspace(args)
         more = stored_prompts(work.out / "more-prompts.json", args.more_prompts, args.seed, args.exclude, CORPUS_TEMPLATES)
         code = stored_prompts(work.out / "code-prompts.json", args.code_prompts, args.seed, args.exclude, CODE_TEMPLATES)
-        prompts = work.prompts + more + code
-        _log(f"{len(prompts)} prompts ({len(work.prompts)} + {len(more)} + {len(code)}, kept in {work.out})")
+        stubs = stored_prompts(work.out / "completion-prompts.json", args.completion_prompts, args.seed, args.exclude,
+                               COMPLETION_TEMPLATES)
+        prompts = work.prompts + more + code + stubs
+        parts = f"{len(work.prompts)} + {len(more)} + {len(code)} + {len(stubs)}"
+        _log(f"{len(prompts)} prompts ({parts}, kept in {work.out})")
         path = work.out / "responses.jsonl"
         generate_responses(work.model, work.tokenizer, prompts, path, args.max_new_tokens, args.batch_size)
         texts, opening = documents(read_responses(path))
@@ -110,7 +115,7 @@ class CorpusTrainer(Trainer):
         priors, overall = rates(counts)
         store = Datastore.of(texts)
         source = (f"specmix train corpus: greedy responses (up to {args.max_new_tokens} tokens) to {len(texts)} prompts "
-                  f"({len(work.prompts)} + {len(more)} + {len(code)}, seed {args.seed}); rates on {len(held_out)} held out")
+                  f"({parts}, seed {args.seed}); rates on {len(held_out)} held out")
         corpus = Corpus(CorpusConfig(fingerprint(work.model), store.documents, store.tokens, source), store, priors,
                         overall)
         corpus.save(work.out)

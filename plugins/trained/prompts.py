@@ -100,8 +100,52 @@ CODE_TEMPLATES = (
 )
 
 
+# Function stubs to complete, given as bare code the way an editor sends them: a signature, a docstring and doctest
+# examples. Answers to them restate the stub and fill it in, which a coding request's answer retrieves from.
+COMPLETION_TEMPLATES = (
+    'from typing import List\n\n\ndef count_{slug}(notes: List[str]) -> int:\n'
+    '    """ Count the notes that mention {topic}, ignoring case.\n'
+    '    >>> count_{slug}([])\n    0\n    """\n',
+    'def {slug}_initials(name: str) -> str:\n'
+    '    """ The initials of a member of a club for {topic}, in capitals, without dots.\n'
+    '    >>> {slug}_initials(\'ada king lovelace\')\n    \'AKL\'\n    """\n',
+    'from typing import List\n\n\ndef mean_{slug}_rating(ratings: List[float]) -> float:\n'
+    '    """ Average the ratings a survey about {topic} collected; an empty survey averages 0.0.\n'
+    '    >>> mean_{slug}_rating([2.0, 4.0])\n    3.0\n    """\n',
+    'from typing import Dict, List\n\n\ndef {slug}_at_least(entries: List[Dict[str, int]], floor: int) -> '
+    'List[Dict[str, int]]:\n'
+    '    """ Keep the entries of a {topic} log whose \'amount\' is at least floor, in their order.\n'
+    '    >>> {slug}_at_least([{{\'amount\': 3}}, {{\'amount\': 1}}], 2)\n    [{{\'amount\': 3}}]\n    """\n',
+    'def is_{slug}_code(code: str) -> bool:\n'
+    '    """ A catalogue code for {topic} is two capital letters, a dash and four digits. Check one.\n'
+    '    >>> is_{slug}_code(\'AB-1234\')\n    True\n    >>> is_{slug}_code(\'ab-12\')\n    False\n    """\n',
+    'from typing import Dict, List, Tuple\n\n\ndef total_{slug}_by_name(pairs: List[Tuple[str, int]]) -> '
+    'Dict[str, int]:\n'
+    '    """ Add up the counts recorded under each name in a tally about {topic}.\n'
+    '    >>> total_{slug}_by_name([(\'x\', 1), (\'y\', 2), (\'x\', 3)])\n    {{\'x\': 4, \'y\': 2}}\n    """\n',
+    'def flip_{slug}_sentence(sentence: str) -> str:\n'
+    '    """ Write the words of a sentence about {topic} back to front, one space between them.\n'
+    '    >>> flip_{slug}_sentence(\'one two three\')\n    \'three two one\'\n    """\n',
+    'from typing import List\n\n\ndef {slug}_running_totals(daily: List[int]) -> List[int]:\n'
+    '    """ Turn daily counts from a diary of {topic} into running totals.\n'
+    '    >>> {slug}_running_totals([1, 2, 3])\n    [1, 3, 6]\n    """\n',
+    'def {slug}_minutes(duration: str) -> int:\n'
+    '    """ How many minutes a time log of {topic} means by a duration written like \'2h 15m\', \'45m\' or \'3h\'.\n'
+    '    >>> {slug}_minutes(\'2h 15m\')\n    135\n    """\n',
+    'def {slug}_headline(text: str) -> str:\n'
+    '    """ Give a headline about {topic} a capital at the start of every word.\n'
+    '    >>> {slug}_headline(\'a fine day\')\n    \'A Fine Day\'\n    """\n',
+)
+
+
 def topics() -> list[str]:
     return [t.strip() for t in TOPICS.replace("\n", " ").split(";") if t.strip()]
+
+
+def slug(topic: str) -> str:
+    """``topic`` as part of a Python name: lower case, words joined by underscores, a leading article dropped."""
+    words = re.findall(r"[a-z0-9]+", topic.lower())
+    return "_".join(words[1:] if len(words) > 1 and words[0] in ("a", "an", "the") else words)
 
 
 def _shingles(text: str, size: int = 6) -> set[tuple[str, ...]]:
@@ -131,15 +175,18 @@ def benchmark_shingles(exclude: Iterable[Path]) -> set[tuple[str, ...]]:
 def training_prompts(count: int, seed: int = 0, exclude: Iterable[Path] = (), templates=TEMPLATES) -> list[str]:
     """``count`` distinct prompts (at most topics × templates), shuffled, none overlapping a benchmark."""
     banned = benchmark_shingles(exclude)
-    prompts = [template.format(topic=topic) for topic in topics() for template in templates]
+    prompts = [template.format(topic=topic, slug=slug(topic)) for topic in topics() for template in templates]
     prompts = [p for p in prompts if not (_shingles(p) & banned)]
     random.Random(seed).shuffle(prompts)
     return prompts[:count]
 
 
 def stored_prompts(path: Path, count: int, seed: int, exclude: Iterable[Path], templates=TEMPLATES) -> list[str]:
-    """The prompt set of a resumable recipe: made once and written to ``path``, read back on every later run."""
+    """The first ``count`` prompts of a resumable recipe's set: made once and written to ``path``, read back on every
+    later run, and made again only for a larger ``count`` (whose set begins with the same prompts)."""
     path = Path(path)
-    if not path.exists():
-        path.write_text(json.dumps(training_prompts(count, seed, exclude, templates), indent=0))
-    return json.loads(path.read_text())
+    stored = json.loads(path.read_text()) if path.exists() else []
+    if len(stored) < count:
+        stored = training_prompts(count, seed, exclude, templates)
+        path.write_text(json.dumps(stored, indent=0))
+    return stored[:count]
