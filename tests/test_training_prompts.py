@@ -1,6 +1,5 @@
-import json
-
 import ast
+import json
 
 from specmix.plugins.trained.prompts import COMPLETION_TEMPLATES, TEMPLATES, slug, stored_prompts, topics, training_prompts
 
