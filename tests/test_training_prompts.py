@@ -1,6 +1,9 @@
 import ast
 import json
 
+import pytest
+
+from specmix.errors import ConfigurationError
 from specmix.plugins.trained.prompts import COMPLETION_TEMPLATES, TEMPLATES, slug, stored_prompts, topics, training_prompts
 
 
@@ -35,8 +38,11 @@ def test_completion_prompts_are_python_stubs_named_after_their_topic():
 def test_a_stored_prompt_set_is_read_back_cut_to_count_and_grown_on_request(tmp_path):
     path = tmp_path / "prompts.json"
     first = stored_prompts(path, 5, seed=1, exclude=[])
-    path.write_text(json.dumps(first[:4] + ["kept as stored"]))
-    assert stored_prompts(path, 5, seed=1, exclude=[])[-1] == "kept as stored"
     assert stored_prompts(path, 3, seed=1, exclude=[]) == first[:3]
     assert stored_prompts(path, 8, seed=1, exclude=[]) == training_prompts(8, seed=1)
     assert len(json.loads(path.read_text())) == 8
+    path.write_text(json.dumps(first[:4] + ["kept as stored"]))
+    assert stored_prompts(path, 5, seed=1, exclude=[])[-1] == "kept as stored"
+    with pytest.raises(ConfigurationError, match="do not begin with"):
+        stored_prompts(path, 8, seed=1, exclude=[])
+    assert json.loads(path.read_text())[-1] == "kept as stored"

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from specmix.errors import ConfigurationError
+
 TOPICS = """
 tide pools; volcanoes; the printing press; beekeeping; sourdough bread; solar panels; chess openings; origami;
 the water cycle; black holes; medieval castles; composting; jazz improvisation; glaciers; coral reefs; bicycles;
@@ -183,10 +185,16 @@ def training_prompts(count: int, seed: int = 0, exclude: Iterable[Path] = (), te
 
 def stored_prompts(path: Path, count: int, seed: int, exclude: Iterable[Path], templates=TEMPLATES) -> list[str]:
     """The first ``count`` prompts of a resumable recipe's set: made once and written to ``path``, read back on every
-    later run, and made again only for a larger ``count`` (whose set begins with the same prompts)."""
+    later run, and grown for a larger ``count`` only where the larger set begins with the stored one (the responses
+    already made stay those of the first prompts)."""
     path = Path(path)
     stored = json.loads(path.read_text()) if path.exists() else []
     if len(stored) < count:
-        stored = training_prompts(count, seed, exclude, templates)
-        path.write_text(json.dumps(stored, indent=0))
+        grown = training_prompts(count, seed, exclude, templates)
+        if grown[:len(stored)] != stored:
+            raise ConfigurationError(f"{path} holds prompts that {count} made with this seed and these exclusions do "
+                                     f"not begin with; give the options it was made with, or a new --out")
+        if len(grown) > len(stored):
+            path.write_text(json.dumps(grown, indent=0))
+        stored = grown
     return stored[:count]
