@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from specmix import ConfigurationError, DecodeSettings, StepContext, TokenTree, Verdict
-from specmix.plugins.retrieval.candidates import node_key
+from specmix.plugins.retrieval.candidates import GrowingMatch, node_key
 from specmix.plugins.retrieval.corpus import Corpus, CorpusConfig
-from specmix.plugins.retrieval.datastore import Datastore, suffix_array
+from specmix.plugins.retrieval.datastore import Datastore, Match, suffix_array
 from specmix.plugins.retrieval.drafter import CorpusDrafter
 from specmix.plugins.retrieval.recipe import documents, rates, shared_ending, split_held_out, taken_counts
 
@@ -51,6 +51,28 @@ def test_the_longest_match_is_the_longest_suffix_held_and_never_spans_documents(
     assert (match is None) == (not held)
     if match is not None:
         assert match.length == max(held) and match.count == len(_occurrences(texts, context[-match.length:]))
+
+
+@given(texts=documents_of_few_tokens, context=st.lists(st.integers(0, 3), min_size=1, max_size=24),
+       steps=st.lists(st.integers(0, 4), min_size=1, max_size=12), longest=st.integers(1, 8))
+def test_a_growing_context_keeps_the_match_a_fresh_search_finds(texts, context, steps, longest):
+    store = Datastore.of(texts)
+    matching, seen = GrowingMatch(store, longest), 1
+    for step in steps:  # the context arrives a few tokens at a time, sometimes none
+        seen = min(seen + step, len(context))
+        assert matching.of(context[:seen]) == store.longest_match(context[:seen], longest)
+    assert matching.of(context[:1]) == store.longest_match(context[:1], longest)  # a shorter context is another one
+
+
+@given(texts=documents_of_few_tokens, pattern=st.lists(st.integers(0, 3), min_size=1, max_size=4),
+       following=st.lists(st.integers(0, 3), max_size=4))
+def test_a_match_extended_by_what_followed_is_the_longer_pattern_s(texts, pattern, following):
+    store = Datastore.of(texts)
+    low, high = store.occurrences(pattern)
+    assume(high > low)
+    extended = store.extended(Match(len(pattern), low, high), following)
+    whole = store.occurrences(pattern + following)
+    assert extended == (None if whole[1] == whole[0] else Match(len(pattern) + len(following), *whole))
 
 
 @given(texts=documents_of_few_tokens, context=st.lists(st.integers(0, 3), min_size=1, max_size=6))

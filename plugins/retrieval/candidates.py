@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from specmix.plugins.retrieval.datastore import Datastore
+from specmix.plugins.retrieval.datastore import Datastore, Match
 
 LENGTHS = (1, 2, 3, 4, 6, 9, 16)
 """Lower edges of the match-length classes: 1, 2, 3, 4-5, 6-8, 9-15, 16 and more tokens."""
@@ -52,9 +52,35 @@ class Candidates:
         return len(self.tokens)
 
 
-def candidates(store: Datastore, context: Sequence[int], longest: int, nodes: int, depth: int) -> Candidates | None:
-    """The continuations of the longest suffix of ``context`` (up to ``longest`` tokens) that ``store`` holds, if any."""
-    match = store.longest_match(context, longest)
+class GrowingMatch:
+    """The longest match (up to ``longest`` tokens) of a context that only grows, a generation's or a text read in
+    order, kept up to date as tokens arrive.
+
+    Where the last match, followed by the tokens since, is held, that is the new longest match: a longer one would
+    have made the last match longer. Otherwise the search runs afresh, no longer than that. A context shorter than
+    the last one is another context, searched afresh."""
+
+    def __init__(self, store: Datastore, longest: int):
+        self.store, self.longest = store, longest
+        self.match: Match | None = None
+        self.seen = 0
+
+    def of(self, context: Sequence[int]) -> Match | None:
+        if len(context) < self.seen:
+            self.match, self.seen = None, 0
+        new = context[self.seen:]
+        known = 0 if self.match is None else self.match.length
+        found = None
+        if self.match is not None and known + len(new) <= self.longest:
+            found = self.store.extended(self.match, new)
+        if found is None:
+            found = self.store.longest_match(context, min(self.longest, known + len(new)))
+        self.match, self.seen = found, len(context)
+        return found
+
+
+def candidates(store: Datastore, match: Match | None, nodes: int, depth: int) -> Candidates | None:
+    """The continuations of ``match`` in ``store``, if there is one."""
     if match is None or depth < 1:
         return None
     found = store.continuations(match, nodes, depth)

@@ -13,6 +13,7 @@ so no match and no continuation runs from one document into the next.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 from collections.abc import Iterable, Sequence
@@ -152,6 +153,20 @@ class Datastore:
             else:
                 high = length - 1
         return found
+
+    def extended(self, match: Match, following: Sequence[int]) -> Match | None:
+        """Where ``match`` went on with ``following``: the sub-range of its suffixes that continue so, if any.
+
+        Within a range the tokens at any offset past the shared prefix are sorted, so each token narrows it by two
+        binary searches over the range alone (a separator sorts below every token)."""
+        text, suffixes = self._text, self._suffixes
+        low, high = match.low, match.high
+        for offset, token in enumerate(following, start=match.length):
+            low = bisect.bisect_left(suffixes, token, low, high, key=lambda start, offset=offset: text[start + offset])
+            high = bisect.bisect_right(suffixes, token, low, high, key=lambda start, offset=offset: text[start + offset])
+            if low == high:
+                return None
+        return Match(match.length + len(following), low, high)
 
     def continuations(self, match: Match, nodes: int, depth: int) -> Continuations:
         """Up to ``nodes`` continuations of ``match``, best first by how often their path followed it,

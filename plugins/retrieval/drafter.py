@@ -7,7 +7,7 @@ from pathlib import Path
 
 from specmix import Capability, ConfigurationError, Drafter, Proposal, TokenTree
 from specmix.odds import ContinuationOdds
-from specmix.plugins.retrieval.candidates import candidates
+from specmix.plugins.retrieval.candidates import GrowingMatch, candidates
 from specmix.plugins.retrieval.corpus import Corpus
 
 SHIPPED = Path(__file__).parent / "corpora"
@@ -18,8 +18,9 @@ class CorpusDrafter(Drafter):
     answers, so the longest suffix of the context that its earlier answers hold says what it is likely to write next.
 
     Each step finds the longest suffix of the context (up to ``longest`` tokens) in the
-    corpus and proposes the trie of what followed it there, most frequent paths first
-    (``nodes`` nodes, ``depth`` deep). A node's score is the chance that the target takes
+    corpus (carried on from the last step's match where the tokens since continue it) and
+    proposes the trie of what followed it there, most frequent paths first (``nodes``
+    nodes, ``depth`` deep). A node's score is the chance that the target takes
     it once its parent is reached, estimated per match length, depth, share of the
     parent's occurrences and how many those were: it starts from the rates measured on
     held-out answers when the corpus was made, learns from every verdict of the
@@ -55,11 +56,12 @@ class CorpusDrafter(Drafter):
 
     def start(self, prompt, hidden):
         self.tokens = prompt.tolist()
+        self.matching = GrowingMatch(self.corpus.store, self.longest)
         self.odds.reset()
         self.keys: dict[tuple[int, ...], tuple] = {}  # the proposed paths (below the root) and their odds keys
 
     def propose(self, ctx):
-        found = candidates(self.corpus.store, self.tokens, self.longest, self.nodes, min(self.depth, ctx.max_depth))
+        found = candidates(self.corpus.store, self.matching.of(self.tokens), self.nodes, min(self.depth, ctx.max_depth))
         if found is None or found.size == 1:
             self.keys = {}
             return Proposal(tree=TokenTree.root_only(ctx.root, ctx.vocab_size))

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from specmix import Trainer
-from specmix.plugins.retrieval.candidates import Key, candidates, coarse
+from specmix.plugins.retrieval.candidates import GrowingMatch, Key, candidates, coarse
 from specmix.plugins.retrieval.corpus import Corpus, CorpusConfig
 from specmix.plugins.retrieval.datastore import Datastore
 from specmix.plugins.trained.prompts import CODE_TEMPLATES, COMPLETION_TEMPLATES, CORPUS_TEMPLATES, stored_prompts
@@ -53,8 +53,9 @@ def taken_counts(store: Datastore, texts: Sequence[Sequence[int]], starts: Seque
     the target's own text reaches is tried, and taken if the text goes on through it."""
     counts: dict[Key, list[int]] = defaultdict(lambda: [0, 0])
     for text, start in zip(texts, starts):
+        matching = GrowingMatch(store, longest)
         for position in range(max(start, 1), len(text)):
-            found = candidates(store, text[:position], longest, nodes, depth)
+            found = candidates(store, matching.of(text[:position]), nodes, depth)
             if found is None:
                 continue
             reached = {0}
