@@ -66,7 +66,7 @@ def test_a_growing_context_keeps_the_match_a_fresh_search_finds(texts, context, 
 
 @given(texts=documents_of_few_tokens, pattern=st.lists(st.integers(0, 3), min_size=1, max_size=4),
        following=st.lists(st.integers(0, 3), max_size=4))
-def test_a_match_extended_by_what_followed_is_the_longer_pattern_s(texts, pattern, following):
+def test_a_match_extended_by_what_followed_is_the_range_of_the_longer_pattern(texts, pattern, following):
     store = Datastore.of(texts)
     low, high = store.occurrences(pattern)
     assume(high > low)
