@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -37,6 +39,26 @@ def test_calibrates_continuation_odds_from_verdicts():
     drafter.observe(Verdict(tree=TokenTree.root_only(7, 50), path=(), bonus=1, logits=torch.zeros(1, 50)), None)
     again = _propose(drafter, [*context, 7, 1])
     assert again.cumulative_logprobs().exp()[1] == pytest.approx(1 / 3 * 1 / 2)  # 2 continuations of 1 now
+
+
+def test_a_node_below_the_first_is_priced_as_the_longer_match_reaching_it_makes():
+    from specmix import Verdict
+
+    drafter = NgramDrafter(max_ngram=1, depth=3, prior=0.5, prior_weight=2, explore=0, memory=None)
+    context = [1, 2, 3, 4, 1]
+    drafter.start(torch.tensor(context), {})
+    tree = _propose(drafter, context)  # root 1 -> 2 -> 3 -> 4, after a one-token match
+    assert drafter.matched == ("context", 1)
+    # The target takes 2 and 3 but not 4: below the root the match had 1 token, below 2 it had 2, below 3 it had 3.
+    drafter.observe(Verdict(tree=tree, path=(1, 2), bonus=9, logits=torch.zeros(tree.size, 50)), None)
+    assert dict(drafter.odds.counts) == {("context", 1, False): [1, 1], ("context", 2, True): [1, 1],
+                                         ("context", 3, True): [0, 1]}
+    assert _propose(drafter, [*context, 2, 3, 9]).size == 1  # 9 never occurred before
+    drafter.observe(Verdict(tree=TokenTree.root_only(9, 50), path=(), bonus=1, logits=torch.zeros(1, 50)), None)
+    again = _propose(drafter, [*context, 2, 3, 9, 1])  # 1 -> 2 -> 3 -> {9, 4}, after a one-token match again
+    assert drafter.matched == ("context", 1) and again.token_list == (1, 2, 3, 9, 4)
+    conditional = [math.exp(v) for v in again.logprobs.tolist()[1:]]
+    assert conditional == pytest.approx([2 / 3, 2 / 3, 1 / 6, 1 / 6])  # one rate for all deeper nodes gave 1/2
 
 
 def test_falls_back_to_shorter_ngrams_and_to_nothing():
