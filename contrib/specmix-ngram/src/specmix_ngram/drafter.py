@@ -109,7 +109,7 @@ class NgramDrafter(Drafter):
             for token in path:
                 node = next(c for c in trie.children[node] if trie.token_list[c] == token)
                 through[node] += 1
-        odds = [self.odds.logprob(self._key(depth)) for depth in range(self.depth)]
+        odds = [self.odds.logprob(self._key(reached)) for reached in range(max(trie.depth_list))]  # per depth below
         logprobs = [0.0] + [math.log(through[i] / through[trie.parent_list[i]]) + odds[trie.depth_list[i] - 1]
                             for i in range(1, trie.size)]
         return Proposal(tree=TokenTree(tokens=trie.tokens, parents=trie.parents, vocab_size=ctx.vocab_size,
