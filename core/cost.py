@@ -117,19 +117,25 @@ class CostCurve:
         a, b, ta, tb = sizes[-2], sizes[-1], seconds[-2], seconds[-1]
         return tb + max(tb - ta, 0.0) * (n - b) / (b - a)
 
-    def best_size(self, gains: Sequence[float], extra_tokens: int = 0, limit: int | None = None) -> int:
-        """How many of ``gains`` (expected accepted tokens per node, best first) to verify.
+    def best_size(self, gains: Sequence[float], extra_tokens: int = 0, limit: int | None = None,
+                  rate: float | None = None) -> int:
+        """How many of ``gains`` (expected accepted tokens per node, best first) to verify, over ``0 <= n <= limit``.
 
-        Maximises expected tokens per second, ``(1 + sum(gains[:n])) / T(1 + n + extra_tokens)``,
-        over ``0 <= n <= limit``; the 1 is the bonus token and the root occupies a slot.
+        Without ``rate``, maximises this step's expected tokens per second,
+        ``(1 + sum(gains[:n])) / T(1 + n + extra_tokens)``; the 1 is the bonus token and the root occupies a slot.
+        With ``rate``, the tokens per second steps bring overall (:mod:`specmix.step_rate`), maximises the step's
+        surplus at that rate, ``1 + sum(gains[:n]) - rate * T(1 + n + extra_tokens)``, which over many steps
+        gives more tokens per second than each step's own best ratio.
         """
         count = len(gains) if limit is None else min(limit, len(gains))
-        best, best_rate, total = 0, 1.0 / self.time(1 + extra_tokens), 1.0
+        worth = (lambda tokens, seconds: tokens / seconds) if rate is None else (
+            lambda tokens, seconds: tokens - rate * seconds)
+        best, best_worth, total = 0, worth(1.0, self.time(1 + extra_tokens)), 1.0
         for n in range(1, count + 1):
             total += gains[n - 1]
-            rate = total / self.time(1 + n + extra_tokens)
-            if rate > best_rate:
-                best, best_rate = n, rate
+            value = worth(total, self.time(1 + n + extra_tokens))
+            if value > best_worth:
+                best, best_worth = n, value
         return best
 
     def to_json(self) -> dict:

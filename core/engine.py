@@ -18,6 +18,7 @@ from specmix.mixing import Mix, Solo
 from specmix.payoff import DrafterPayoff
 from specmix.settings import DecodeSettings
 from specmix.step_costs import StepCosts
+from specmix.step_rate import StepRate
 from specmix.target import Target
 from specmix.text import Prompt, TextStream, encode
 from specmix.values import Generation, Proposal, Step, StepContext, StepStats, Verdict
@@ -42,8 +43,9 @@ class Decoder:
                  static: bool | None = None, cache_dir=None, learn_costs: bool | None = None):
         """``static``: bucketed forward sizes over a fixed-capacity cache, as CUDA graphs on CUDA (None: on CUDA only).
         ``cache_dir``: where measured cost curves are kept (default: ``$SPECMIX_CACHE_DIR`` or ``~/.cache/specmix``).
-        ``learn_costs``: scale the cost curve by what this decoder's steps take against it (:attr:`step_costs`;
-        None: unless ``cost_curve`` is given, which is then taken as it is)."""
+        ``learn_costs``: scale the cost curve by what this decoder's steps take against it (:attr:`step_costs`), and
+        weigh each position against the tokens per second its steps bring (:attr:`step_rate`); None: unless
+        ``cost_curve`` is given, which is then taken as it is, each step sized for its own best rate."""
         self.target = Target(model, static, cache=cache_dir)
         self.tokenizer = tokenizer
         self.composition = composition
@@ -64,6 +66,9 @@ class Decoder:
         self.step_costs = StepCosts() if learn else None
         """What this decoder's steps took against the cost curve's price, kept across generations; selectors and
         the drafter payoff see the curve scaled by it (None: the curve as it is)."""
+        self.step_rate = StepRate() if learn else None
+        """The tokens per second this decoder's steps bring, kept across generations; selectors size trees against
+        it (None: each step for its own best rate)."""
 
     @property
     def cost_curve(self) -> CostCurve:
@@ -115,6 +120,7 @@ class Decoder:
                 drafter.component.start(run.prompt, hidden)
         self._mix.start()
         for index in itertools.count():
+            began_step = time.perf_counter()
             ctx, clock = run.context(index), StepClock()
             proposals, trees, spent = [], [], []
             for number, (drafter, builder) in enumerate(zip(drafters, builders)):
@@ -152,6 +158,8 @@ class Decoder:
                         drafter.component.observe(view, ctx)
                     spent[source] += time.perf_counter() - began
             self._mix.settle(verdict, spent, clock.seconds, len(committed), ctx.cost)
+            if self.step_rate is not None:
+                self.step_rate.record(len(committed), time.perf_counter() - began_step)
             yield run.step(committed, reason, _stats(index, verified, verdict, committed, clock, self._mix.credit(verdict),
                                                          self._mix.asked))
             if reason:
@@ -205,6 +213,7 @@ class _Run:
         self.stop_ids = frozenset(target.eos_ids if settings.stop_ids is None else settings.stop_ids)
         self.cost = decoder.cost_curve if decoder.composition.needs_cost_curve else None
         self.step_costs = decoder.step_costs
+        self.step_rate = decoder.step_rate
         self.curve_here: CostCurve | None = None  # the unscaled curve at the current step's context
         self.generator = torch.Generator()
         if settings.seed is None:
@@ -221,7 +230,8 @@ class _Run:
         room = min(self.settings.max_new_tokens - self.produced, self.target.max_length - len(self.tokens))
         return StepContext(step=index, tokens=self.buffer[: len(self.tokens)], settings=self.settings,
                            vocab_size=self.target.vocab_size, max_depth=room - 1,
-                           cost=self.priced(), generator=self.generator, stop_ids=self.stop_ids)
+                           cost=self.priced(), generator=self.generator, stop_ids=self.stop_ids,
+                           rate=None if self.cost is None or self.step_rate is None else self.step_rate.rate)
 
     def priced(self) -> CostCurve | None:
         """The curve at this step's context (kept for :meth:`record_cost`), scaled by what steps have taken."""

@@ -13,15 +13,17 @@ from specmix.tree import TokenTree
 from specmix.values import Proposal, StepContext
 
 
-def most_reached(reach: Sequence[float], cost: CostCurve | None, budget: int | None = None, extra_tokens: int = 0) -> list[int]:
-    """Node indices to keep (root first): the best by ``reach``, as many as ``budget`` or as pay on ``cost``.
+def most_reached(reach: Sequence[float], cost: CostCurve | None, budget: int | None = None, extra_tokens: int = 0,
+                 rate: float | None = None) -> list[int]:
+    """Node indices to keep (root first): the best by ``reach``, as many as ``budget`` or as pay on ``cost``
+    (at ``rate`` tokens per second where given, see :meth:`CostCurve.best_size`).
 
     ``reach[0]`` is the root's. Reach must never grow down a path; then every best-first
     prefix is prefix-closed (ties keep index order, which puts parents first).
     """
     order = sorted(range(1, len(reach)), key=lambda i: -float(reach[i]))
     gains = [float(reach[i]) for i in order]
-    count = min(budget, len(gains)) if budget is not None else cost.best_size(gains, extra_tokens=extra_tokens)
+    count = min(budget, len(gains)) if budget is not None else cost.best_size(gains, extra_tokens=extra_tokens, rate=rate)
     return [0, *order[:count]]
 
 
@@ -48,5 +50,5 @@ class ReachSelector(Selector):
     def select(self, tree, proposal, ctx: StepContext):
         if tree.size == 1:
             return tree
-        keep = most_reached(self.reach(tree, proposal).tolist(), ctx.cost, self.budget, proposal.rider_count)
+        keep = most_reached(self.reach(tree, proposal).tolist(), ctx.cost, self.budget, proposal.rider_count, ctx.rate)
         return tree.subtree(keep)

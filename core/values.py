@@ -159,7 +159,9 @@ class StepContext:
     ``max_depth`` is the deepest a candidate may sit this step: a step commits its
     accepted path and one bonus token, so a path may use all the room left in the output
     and in the model's context but one place. ``cost`` is the measured cost curve over this
-    step's context length when a component needs it. ``stop_ids`` end generation (the settings' or the model's EOS
+    step's context length when a component needs it. ``rate`` is the decoder's recent tokens per second over whole
+    steps, where it measures them (None before its first step, or with a cost curve given): what a position verified
+    must earn at the margin (:mod:`specmix.step_rate`). ``stop_ids`` end generation (the settings' or the model's EOS
     ids). ``generator`` drives verification sampling only; drafters that sample use their own.
     """
 
@@ -171,6 +173,7 @@ class StepContext:
     cost: CostCurve | None = attrs.field(default=None, eq=False)
     generator: torch.Generator | None = attrs.field(default=None, eq=False)
     stop_ids: frozenset[int] = frozenset()
+    rate: float | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0.0)))
 
     @property
     def root(self) -> int:

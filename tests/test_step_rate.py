@@ -1,0 +1,65 @@
+import pytest
+
+from specmix import ConfigurationError, CostCurve, Decoder, DecodeSettings, Registry
+from specmix.plugins.basic.budget_selector import BudgetSelector
+from specmix.step_rate import StepRate
+from specmix.testing import reference_greedy, tiny_model
+
+CPU_LIKE = CostCurve(sizes=(1, 2, 3, 4, 8, 16), seconds=(0.045, 0.045, 0.045, 0.053, 0.062, 0.067))
+"""T(N) of the default model on a two-core CPU: three positions for the price of one, then steps."""
+RICH = [0.9, 0.9, 0.3, 0.3]
+"""Expected tokens per node of a step with a likely match (best first): two likely tokens, then two doubtful ones."""
+POOR = [0.3, 0.25, 0.2, 0.15, 0.15, 0.1, 0.1]
+RATE = 45.0
+"""Tokens per second over whole steps, between the poor step's own best rate and the rich one's."""
+
+
+def test_the_rate_is_unknown_before_a_step_then_a_ratio_of_faded_sums():
+    rate = StepRate(memory=2.0)
+    assert rate.rate is None
+    rate.record(3, 0.1)
+    assert rate.rate == pytest.approx(30.0)
+    rate.record(0, 0.1)  # the first step now counts half
+    assert rate.rate == pytest.approx(1.5 / 0.15)
+    with pytest.raises(ConfigurationError, match="memory"):
+        StepRate(memory=0.5)
+
+
+@pytest.mark.parametrize("gains", [RICH, POOR])
+def test_at_a_rate_a_step_verifies_the_nodes_that_earn_more_than_their_time_costs(gains):
+    surplus = lambda k: 1 + sum(gains[:k]) - RATE * CPU_LIKE.time(1 + k)  # noqa: E731
+    n = CPU_LIKE.best_size(gains, rate=RATE)
+    assert all(surplus(n) >= surplus(k) for k in range(len(gains) + 1))
+
+
+def test_against_each_steps_own_best_ratio_a_rich_step_verifies_more_and_a_poor_one_less():
+    """Each step's own ratio asks a rich step's nodes to beat its high rate and lets a poor step's off with its low
+    one; at the decoder's rate, between the two, both are asked the same."""
+    assert (1 + sum(POOR[:2])) / CPU_LIKE.time(3) < RATE < (1 + sum(RICH[:2])) / CPU_LIKE.time(3)
+    assert CPU_LIKE.best_size(RICH) == 2 and CPU_LIKE.best_size(RICH, rate=RATE) == 4
+    assert CPU_LIKE.best_size(POOR) == 7 and CPU_LIKE.best_size(POOR, rate=RATE) == 2
+
+
+def _selector_rates(monkeypatch):
+    seen = []
+    select = BudgetSelector.select
+
+    def spy(self, tree, proposal, ctx):
+        seen.append(ctx.rate)
+        return select(self, tree, proposal, ctx)
+
+    monkeypatch.setattr(BudgetSelector, "select", spy)
+    return seen
+
+
+@pytest.mark.parametrize("learn", [True, False])
+def test_selectors_size_trees_at_the_rate_the_decoders_steps_bring_where_it_measures_them(monkeypatch, learn):
+    seen = _selector_rates(monkeypatch)
+    model, prompt, settings = tiny_model(), [3, 4, 5, 3, 4, 5, 3, 4], DecodeSettings(max_new_tokens=16)
+    decoder = Decoder(model, Registry.load().compose("ngram"), cost_curve=CPU_LIKE, learn_costs=learn)
+    for _ in range(2):
+        assert list(decoder.generate(prompt, settings).tokens) == reference_greedy(model, prompt, settings)
+    if learn:
+        assert seen[0] is None and all(rate > 0 for rate in seen[1:])  # the second generation starts from it too
+    else:
+        assert decoder.step_rate is None and set(seen) == {None}
