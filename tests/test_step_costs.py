@@ -52,12 +52,12 @@ def test_when_a_few_positions_run_slow_padding_stops_chasing_them():
     assert costs.scaled(CHEAP_FOUR).padded_size(2) == 2
 
 
-def _selector_curves(monkeypatch):
+def _selector_contexts(monkeypatch):
     seen = []
     select = BudgetSelector.select
 
     def spy(self, tree, proposal, ctx):
-        seen.append(ctx.cost)
+        seen.append(ctx)
         return select(self, tree, proposal, ctx)
 
     monkeypatch.setattr(BudgetSelector, "select", spy)
@@ -67,10 +67,11 @@ def _selector_curves(monkeypatch):
 @pytest.mark.parametrize("learn", [True, False])
 def test_selectors_see_the_curve_scaled_by_what_the_decoders_steps_took(monkeypatch, learn):
     """The tiny model runs far under the 135M model's curve, so learnt prices fall below the curve's."""
-    seen = _selector_curves(monkeypatch)
+    contexts = _selector_contexts(monkeypatch)
     model, prompt, settings = tiny_model(), [3, 4, 5, 3, 4, 5, 3, 4], DecodeSettings(max_new_tokens=24)
     decoder = Decoder(model, Registry.load().compose("ngram"), cost_curve=CURVE, learn_costs=learn)
     assert list(decoder.generate(prompt, settings).tokens) == reference_greedy(model, prompt, settings)
+    seen = [ctx.cost for ctx in contexts]
     assert seen[0].time(1) == pytest.approx(CURVE.time(1))
     if learn:
         assert decoder.step_costs.ratios and all(r < 1 for r in decoder.step_costs.ratios.values())
@@ -78,6 +79,20 @@ def test_selectors_see_the_curve_scaled_by_what_the_decoders_steps_took(monkeypa
     else:
         assert decoder.step_costs is None
         assert all(curve.time(1) == pytest.approx(CURVE.time(1)) for curve in seen)
+
+
+@pytest.mark.parametrize("learn", [True, False])
+def test_selectors_size_trees_at_the_rate_the_decoders_steps_bring_where_it_measures_them(monkeypatch, learn):
+    contexts = _selector_contexts(monkeypatch)
+    model, prompt, settings = tiny_model(), [3, 4, 5, 3, 4, 5, 3, 4], DecodeSettings(max_new_tokens=16)
+    decoder = Decoder(model, Registry.load().compose("ngram"), cost_curve=CURVE, learn_costs=learn)
+    for _ in range(2):
+        assert list(decoder.generate(prompt, settings).tokens) == reference_greedy(model, prompt, settings)
+    rates = [ctx.rate for ctx in contexts]
+    if learn:
+        assert rates[0] is None and all(rate > 0 for rate in rates[1:])  # the second generation starts from it too
+    else:
+        assert decoder.step_rate is None and set(rates) == {None}
 
 
 FLAT_20_MS = CostCurve(sizes=(1, 2, 4, 8, 16, 32, 64), seconds=(0.02,) * 7)

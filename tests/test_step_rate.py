@@ -1,9 +1,7 @@
 import pytest
 
-from specmix import ConfigurationError, CostCurve, Decoder, DecodeSettings, Registry
-from specmix.plugins.basic.budget_selector import BudgetSelector
+from specmix import ConfigurationError, CostCurve
 from specmix.step_rate import StepRate
-from specmix.testing import reference_greedy, tiny_model
 
 CPU_LIKE = CostCurve(sizes=(1, 2, 3, 4, 8, 16), seconds=(0.045, 0.045, 0.045, 0.053, 0.062, 0.067))
 """T(N) of the default model on a two-core CPU: three positions for the price of one, then steps."""
@@ -38,28 +36,3 @@ def test_against_each_steps_own_best_ratio_a_rich_step_verifies_more_and_a_poor_
     assert (1 + sum(POOR[:2])) / CPU_LIKE.time(3) < RATE < (1 + sum(RICH[:2])) / CPU_LIKE.time(3)
     assert CPU_LIKE.best_size(RICH) == 2 and CPU_LIKE.best_size(RICH, rate=RATE) == 4
     assert CPU_LIKE.best_size(POOR) == 7 and CPU_LIKE.best_size(POOR, rate=RATE) == 2
-
-
-def _selector_rates(monkeypatch):
-    seen = []
-    select = BudgetSelector.select
-
-    def spy(self, tree, proposal, ctx):
-        seen.append(ctx.rate)
-        return select(self, tree, proposal, ctx)
-
-    monkeypatch.setattr(BudgetSelector, "select", spy)
-    return seen
-
-
-@pytest.mark.parametrize("learn", [True, False])
-def test_selectors_size_trees_at_the_rate_the_decoders_steps_bring_where_it_measures_them(monkeypatch, learn):
-    seen = _selector_rates(monkeypatch)
-    model, prompt, settings = tiny_model(), [3, 4, 5, 3, 4, 5, 3, 4], DecodeSettings(max_new_tokens=16)
-    decoder = Decoder(model, Registry.load().compose("ngram"), cost_curve=CPU_LIKE, learn_costs=learn)
-    for _ in range(2):
-        assert list(decoder.generate(prompt, settings).tokens) == reference_greedy(model, prompt, settings)
-    if learn:
-        assert seen[0] is None and all(rate > 0 for rate in seen[1:])  # the second generation starts from it too
-    else:
-        assert decoder.step_rate is None and set(seen) == {None}
