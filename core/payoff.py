@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from specmix.step_rate import StepRate
+
 
 class DrafterPayoff:
     def __init__(self, slots: int, memory: float = 24.0, revisit: int = 16, trial: int = 3, optimism: float = 1.0,
@@ -52,17 +54,18 @@ class DrafterPayoff:
         self.seen = [0] * count  # steps measured since the last trial began
         self.idle = [0] * count  # steps sat out in a row
         self.trial_left = [self.trial] * count
-        self.tokens = self.seconds = self.steps = 0.0
+        self.recent = StepRate(self.memory)  # the whole step's tokens per second, this generation
+        self.steps = 0.0
 
     def rate(self) -> float:
         """The whole step's recent tokens per second (0 before the first step)."""
-        return self.tokens / self.seconds if self.seconds else 0.0
+        return self.recent.rate or 0.0
 
     def pays(self, slot: int) -> bool:
         """Whether ``slot``'s drafter costs next to nothing there, or its recent tokens per second, with optimism,
         reach the step's."""
         cost = self.cost[slot]
-        if self.steps and cost <= self.free * self.seconds / self.steps:
+        if self.steps and cost <= self.free * self.recent.seconds / self.steps:
             return True
         return self.optimism * self.gain[slot] >= self.rate() * cost
 
@@ -82,8 +85,7 @@ class DrafterPayoff:
         """One step: per slot in play, whether its drafter was asked, the tokens only it proposed and the seconds it
         added; the tokens the step committed and the seconds it took. Slots not in play are left as they are."""
         keep = 1.0 - 1.0 / self.memory
-        self.tokens = self.tokens * keep + committed
-        self.seconds = self.seconds * keep + seconds
+        self.recent.record(committed, seconds)
         self.steps = self.steps * keep + 1
         for slot, (asked, gain, cost) in played.items():
             if not asked:
