@@ -4,7 +4,10 @@ Riders cost every step (a larger forward) and pay later (the candidates they gro
 single step says whether they pay. Each rider count is an arm: a step's payoff is the
 tokens it committed per second of forward time on the measured cost curve, and an arm's
 value is the mean of its last ``window`` payoffs. Every arm is tried for ``window`` steps
-first; then the best runs, and an arm last measured ``revisit`` steps ago is tried again for
+first, from the fewest riders that send any up to the most, and none last: on a CPU a couple
+of riders add next to nothing to the forward, so a PTD whose riders do not pay yet costs
+little while it finds out, and the pool its first riders grow is what later counts earn
+from. Then the best runs, and an arm last measured ``revisit`` steps ago is tried again for
 ``window`` steps, so that a count switched off early gets another chance (with four arms
 and the defaults, about one step in eight explores).
 """
@@ -18,7 +21,7 @@ from specmix.cost import CostCurve
 
 class RiderBudget:
     def __init__(self, arms, window: int = 4, revisit: int = 96):
-        self.arms = tuple(sorted(set(arms), reverse=True))
+        self.arms = tuple(sorted(set(arms), key=lambda arm: (arm == 0, arm)))  # the order trials go in
         self.window, self.revisit = window, revisit
         self.reset()
 
