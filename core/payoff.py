@@ -55,7 +55,6 @@ class DrafterPayoff:
         self.idle = [0] * count  # steps sat out in a row
         self.trial_left = [self.trial] * count
         self.recent = StepRate(self.memory)  # the whole step's tokens per second, this generation
-        self.steps = 0.0
 
     def rate(self) -> float:
         """The whole step's recent tokens per second (0 before the first step)."""
@@ -64,8 +63,8 @@ class DrafterPayoff:
     def pays(self, slot: int) -> bool:
         """Whether ``slot``'s drafter costs next to nothing there, or its recent tokens per second, with optimism,
         reach the step's."""
-        cost = self.cost[slot]
-        if self.steps and cost <= self.free * self.recent.seconds / self.steps:
+        cost, step = self.cost[slot], self.recent.step_seconds
+        if step is not None and cost <= self.free * step:
             return True
         return self.optimism * self.gain[slot] >= self.rate() * cost
 
@@ -84,16 +83,14 @@ class DrafterPayoff:
     def record(self, played: Mapping[int, tuple[bool, float, float]], committed: int, seconds: float) -> None:
         """One step: per slot in play, whether its drafter was asked, the tokens only it proposed and the seconds it
         added; the tokens the step committed and the seconds it took. Slots not in play are left as they are."""
-        keep = 1.0 - 1.0 / self.memory
         self.recent.record(committed, seconds)
-        self.steps = self.steps * keep + 1
         for slot, (asked, gain, cost) in played.items():
             if not asked:
                 self.idle[slot] += 1
                 continue
             self.idle[slot] = 0
             self.seen[slot] += 1
-            weight = max(1.0 / self.seen[slot], 1.0 - keep)  # a plain mean over a fresh trial, then a moving one
+            weight = max(1.0 / self.seen[slot], 1.0 / self.memory)  # a plain mean over a fresh trial, then a moving one
             self.gain[slot] += (gain - self.gain[slot]) * weight
             self.cost[slot] += (cost - self.cost[slot]) * weight
             self.trial_left[slot] = max(self.trial_left[slot] - 1, 0)

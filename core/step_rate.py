@@ -23,14 +23,20 @@ class StepRate:
         if memory < 1:
             raise ConfigurationError(f"memory is a number of steps, at least 1; got {memory}")
         self.keep = 1.0 - 1.0 / memory
-        self.tokens = self.seconds = 0.0
+        self.tokens = self.seconds = self.steps = 0.0
 
     def record(self, tokens: int, seconds: float) -> None:
         """One step committed ``tokens`` in ``seconds``."""
         self.tokens = self.tokens * self.keep + tokens
         self.seconds = self.seconds * self.keep + seconds
+        self.steps = self.steps * self.keep + 1
 
     @property
     def rate(self) -> float | None:
         """Recent tokens per second (None before the first step)."""
         return self.tokens / self.seconds if self.seconds > 0 else None
+
+    @property
+    def step_seconds(self) -> float | None:
+        """A recent step's mean time (None before the first step)."""
+        return self.seconds / self.steps if self.steps else None

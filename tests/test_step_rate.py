@@ -14,11 +14,13 @@ RATE = 45.0
 
 def test_the_rate_is_unknown_before_a_step_then_a_ratio_of_faded_sums():
     rate = StepRate(memory=2.0)
-    assert rate.rate is None
+    assert rate.rate is None and rate.step_seconds is None
     rate.record(3, 0.1)
     assert rate.rate == pytest.approx(30.0)
     rate.record(0, 0.1)  # the first step now counts half
     assert rate.rate == pytest.approx(1.5 / 0.15)
+    rate.record(1, 0.4)  # a recent step's time is a faded mean too: 0.075 + 0.4 seconds over 0.75 + 1 steps
+    assert rate.step_seconds == pytest.approx(0.475 / 1.75)
     with pytest.raises(ConfigurationError, match="memory"):
         StepRate(memory=0.5)
 
