@@ -17,6 +17,10 @@ at one standard deviation every node of a mix looked likelier than it was, and o
 play; the lookup's own odds and the payoff's trials explore too. A drafter whose scores
 are such estimates already (``Drafter.calibrated``) is not calibrated again where its claim
 stands alone.
+
+A lone drafter's claims, and a trained scorer's, are calibrated the same way where a
+selector sizes trees on them (:class:`~specmix.selection.ReachSelector`): each node's
+chance of following its parent, learnt from the verdicts on the trees it chose.
 """
 
 from __future__ import annotations

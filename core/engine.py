@@ -152,6 +152,8 @@ class Decoder:
             if reason is None:
                 contract.check_cache(verifier, self.target, run.tokens, new=len(verdict.path) + 1)
             with clock("observe"):
+                with selector.blame("observe"):
+                    selector.component.observe(verdict, ctx)
                 for source, (drafter, view) in enumerate(zip(drafters, self._mix.share(verdict))):
                     began = time.perf_counter()
                     with drafter.blame("observe"):

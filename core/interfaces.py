@@ -108,13 +108,17 @@ class Selector(Component):
     """Picks the part of a candidate tree worth verifying.
 
     Contract: returns ``tree.subtree(keep)`` for a prefix-closed ``keep`` holding the root;
-    which nodes to keep may depend on anything but the target's outputs for this step.
+    which nodes to keep may depend on anything but the target's outputs for this step
+    (what earlier verdicts taught it included: ``observe`` receives each step's verdict).
     """
 
     produces = frozenset({Capability.TREE})
 
     def select(self, tree: TokenTree, proposal: Proposal, ctx: StepContext) -> TokenTree:
         raise NotImplementedError
+
+    def observe(self, verdict: Verdict, ctx: StepContext) -> None:
+        """Learn from the verdict on the tree this step's ``select`` returned (cut to the room left, if it was)."""
 
 
 class Verifier(Component):

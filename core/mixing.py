@@ -64,6 +64,8 @@ class Solo:
         if trees[0] is None:
             tree = TokenTree.root_only(ctx.root, ctx.vocab_size)
             return tree, Proposal(tree=tree)
+        if self.calibrated and not proposals[0].calibrated:  # its scores are the drafter's learnt odds
+            return trees[0], attrs.evolve(proposals[0], calibrated=True)
         return trees[0], proposals[0]
 
     def settle(self, verdict: Verdict, spent: Sequence[float], seconds: dict[str, float], committed: int,
@@ -209,7 +211,7 @@ class Mix:
         first = {field: next((getattr(p, field) for p in present if getattr(p, field) is not None), None)
                  for field in ("marginals", "features")}
         tree = TokenTree(tokens=tokens, parents=parents, vocab_size=ctx.vocab_size, logprobs=scores)
-        return tree, Proposal(tree=tree, riders=riders, **first)
+        return tree, Proposal(tree=tree, riders=riders, calibrated=True, **first)
 
     def _estimate(self, source: int, depth: int, claimed: float, situation: str = ALONE) -> float:
         """A drafter's claim on the common scale: a calibrated drafter's as it is where it stands alone (its own

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
+from specmix.calibration import Calibration
 from specmix.cost import CostCurve
 from specmix.errors import ConfigurationError
 from specmix.interfaces import Selector
@@ -32,12 +33,25 @@ class ReachSelector(Selector):
 
     Subclasses say how likely each node is to be reached (:meth:`reach`); reach must
     never grow down a path. Riders ride in the same forward, so they count in its size.
+
+    Sized by the cost curve, it prices nodes on what the target takes rather than on what
+    the scores claim: each node's chance of following its parent is calibrated online from
+    the verdicts on earlier trees (:class:`~specmix.calibration.Calibration`, by depth and
+    band of the claim), unless the scores are acceptance odds already
+    (``Proposal.calibrated``, see :meth:`learns`) or ``calibrate`` is off. On MT-bench
+    (default model, greedy) the diffusion drafter's trees as ``ddtree`` and ``taps`` kept
+    them were expected to bring about twice the tokens the target accepted, so trees sized
+    on the claims verified more than paid.
     """
 
-    def __init__(self, budget: int | None = None):
+    def __init__(self, budget: int | None = None, calibrate: bool = True):
         if budget is not None and budget < 0:
             raise ConfigurationError(f"budget must be >= 0 nodes, got {budget}")
         self.budget = budget
+        self.calibration = Calibration() if calibrate else None
+        """The odds learnt from verdicts, kept across generations: how a scorer's claims fare is a property of the
+        scorer and the target more than of one prompt."""
+        self._claims = None  # (tree chosen this step, each of its nodes' (depth, claim)) for observe
 
     @property
     def needs_cost_curve(self) -> bool:
@@ -47,8 +61,48 @@ class ReachSelector(Selector):
         """Each node's chance ``[N]`` of being reached (1 at the root)."""
         raise NotImplementedError
 
+    def learns(self, proposal: Proposal) -> bool:
+        """Whether this step's reach is calibrated against verdicts: unless the proposal's scores are acceptance odds
+        already. A selector whose reach is its own (a trained scorer) says always."""
+        return not proposal.calibrated
+
     def select(self, tree, proposal, ctx: StepContext):
+        self._claims = None
         if tree.size == 1:
             return tree
-        keep = most_reached(self.reach(tree, proposal).tolist(), ctx.cost, self.budget, proposal.rider_count, ctx.rate)
-        return tree.subtree(keep)
+        reach = self.reach(tree, proposal).tolist()
+        calibrating = self.calibration is not None and self.budget is None and self.learns(proposal)
+        if calibrating:
+            reach, claims = self._calibrated(tree, reach)
+        keep = most_reached(reach, ctx.cost, self.budget, proposal.rider_count, ctx.rate)
+        chosen = tree.subtree(keep)
+        if calibrating:
+            self._claims = chosen, [claims[node] for node in sorted(keep)]
+        return chosen
+
+    def _calibrated(self, tree: TokenTree, reach: list[float]) -> tuple[list[float], list[tuple[int, float]]]:
+        """Reach on the calibrated scale, and each node's depth and claimed chance of following its parent."""
+        calibrated, claims = [1.0] * tree.size, [(0, 1.0)] * tree.size
+        for node in range(1, tree.size):
+            parent, depth = tree.parent_list[node], tree.depth_list[node]
+            claimed = min(1.0, reach[node] / reach[parent]) if reach[parent] > 0 else 0.0
+            claims[node] = depth, claimed
+            calibrated[node] = calibrated[parent] * self.calibration.estimate(None, depth, claimed)
+        return calibrated, claims
+
+    def observe(self, verdict, ctx: StepContext) -> None:
+        """Every verified node whose parent the walk reached counts for its band: taken if the walk went through it."""
+        if self._claims is None:
+            return
+        chosen, claims = self._claims
+        index = {(chosen.parent_list[node], chosen.token_list[node]): node for node in range(1, chosen.size)}
+        tree, reached, mapped = verdict.tree, {0, *verdict.path}, [0]
+        for node in range(1, tree.size):
+            key = (mapped[tree.parent_list[node]], tree.token_list[node])
+            if key not in index:  # not the tree this selector chose: nothing to learn from
+                break
+            mapped.append(index[key])
+            if tree.parent_list[node] in reached:
+                depth, claimed = claims[mapped[node]]
+                self.calibration.record(None, depth, claimed, node in reached)
+        self._claims = None

@@ -107,6 +107,9 @@ class Proposal:
     """``riders``: tokens to evaluate in the verification pass."""
     features: torch.Tensor | None = attrs.field(default=None, eq=False)
     """``features``: the drafter's own hidden state per drafted position ``[H, F]`` (for learned selectors)."""
+    calibrated: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    """Whether the tree's scores are acceptance odds learnt from verdicts already (a lookup's online odds, a mix's
+    merge): a selector then takes them as they are rather than calibrating them again."""
 
     @property
     def rider_count(self) -> int:
