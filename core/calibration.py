@@ -18,9 +18,12 @@ play; the lookup's own odds and the payoff's trials explore too. A drafter whose
 are such estimates already (``Drafter.calibrated``) is not calibrated again where its claim
 stands alone.
 
-A lone drafter's claims, and a trained scorer's, are calibrated the same way where a
-selector sizes trees on them (:class:`~specmix.selection.ReachSelector`): each node's
-chance of following its parent, learnt from the verdicts on the trees it chose.
+A lone drafter's claims, and a trained scorer's, are calibrated where a selector sizes
+trees on them (:class:`~specmix.selection.ReachSelector`), by :class:`DepthScale`: one
+factor per depth rather than a share per band, since there the order of the claims is all
+the selector has to rank nodes by and the bands, each learnt from few verdicts, reordered
+them (``ddtree`` on 18 MT-bench prompts: 0.47 tokens accepted per tree verified with
+bands, 0.65 on the claims as they were, for about as many positions).
 """
 
 from __future__ import annotations
@@ -57,3 +60,35 @@ class Calibration:
         counts = self.counts[self._key(drafter, depth, claimed)]
         counts[0] = counts[0] * self.keep + accepted
         counts[1] = counts[1] * self.keep + 1
+
+
+class DepthScale:
+    """Claims scaled by one factor per depth (1, 2, 3 or deeper): the tokens the target took over those claimed.
+
+    Scaling keeps the order of the claims at a depth, and sizes trees on what was taken.
+    Deeper claims get their own factor because a drafter's deeper guesses lean on its own
+    earlier ones (a diffusion drafter's marginals are not conditioned on the tokens above
+    them at all). Each factor starts at 1, held there by ``weight`` claimed tokens' worth
+    of evidence, and keeps about ``memory`` recent verdicts.
+    """
+
+    def __init__(self, memory: float = 256.0, weight: float = 2.0):
+        self.keep, self.weight = 1.0 - 1.0 / memory, weight
+        self.reset()
+
+    def reset(self) -> None:
+        self.sums: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # depth -> [taken, claimed, seen]
+
+    def factor(self, depth: int) -> float:
+        taken, claimed, _ = self.sums[min(depth, 3)]
+        return (taken + self.weight) / (claimed + self.weight)
+
+    def estimate(self, depth: int, claimed: float) -> float:
+        """The chance that a node claimed at ``claimed`` to follow its parent, at ``depth``, is taken once reached."""
+        return min(1.0, claimed * self.factor(depth))
+
+    def record(self, depth: int, claimed: float, accepted: bool) -> None:
+        sums = self.sums[min(depth, 3)]
+        sums[0] = sums[0] * self.keep + accepted
+        sums[1] = sums[1] * self.keep + claimed
+        sums[2] = sums[2] * self.keep + 1

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from specmix.calibration import Calibration
+from specmix.calibration import DepthScale
 from specmix.cost import CostCurve
 from specmix.errors import ConfigurationError
 from specmix.interfaces import Selector
@@ -36,8 +36,8 @@ class ReachSelector(Selector):
 
     Sized by the cost curve, it prices nodes on what the target takes rather than on what
     the scores claim: each node's chance of following its parent is calibrated online from
-    the verdicts on earlier trees (:class:`~specmix.calibration.Calibration`, by depth and
-    band of the claim), unless the scores are acceptance odds already
+    the verdicts on earlier trees (:class:`~specmix.calibration.DepthScale`: the claims at
+    each depth scaled by what the target took of them), unless the scores are acceptance odds already
     (``Proposal.calibrated``, see :meth:`learns`) or ``calibrate`` is off. On MT-bench
     (default model, greedy) the diffusion drafter's trees as ``ddtree`` and ``taps`` kept
     them were expected to bring about twice the tokens the target accepted, so trees sized
@@ -48,7 +48,7 @@ class ReachSelector(Selector):
         if budget is not None and budget < 0:
             raise ConfigurationError(f"budget must be >= 0 nodes, got {budget}")
         self.budget = budget
-        self.calibration = Calibration() if calibrate else None
+        self.calibration = DepthScale() if calibrate else None
         """The odds learnt from verdicts, kept across generations: how a scorer's claims fare is a property of the
         scorer and the target more than of one prompt."""
         self._claims = None  # (tree chosen this step, each of its nodes' (depth, claim)) for observe
@@ -87,11 +87,11 @@ class ReachSelector(Selector):
             parent, depth = tree.parent_list[node], tree.depth_list[node]
             claimed = min(1.0, reach[node] / reach[parent]) if reach[parent] > 0 else 0.0
             claims[node] = depth, claimed
-            calibrated[node] = calibrated[parent] * self.calibration.estimate(None, depth, claimed)
+            calibrated[node] = calibrated[parent] * self.calibration.estimate(depth, claimed)
         return calibrated, claims
 
     def observe(self, verdict, ctx: StepContext) -> None:
-        """Every verified node whose parent the walk reached counts for its band: taken if the walk went through it."""
+        """Every verified node whose parent the walk reached counts for its depth: taken if the walk went through it."""
         if self._claims is None:
             return
         chosen, claims = self._claims
@@ -104,5 +104,5 @@ class ReachSelector(Selector):
             mapped.append(index[key])
             if tree.parent_list[node] in reached:
                 depth, claimed = claims[mapped[node]]
-                self.calibration.record(None, depth, claimed, node in reached)
+                self.calibration.record(depth, claimed, node in reached)
         self._claims = None

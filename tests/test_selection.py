@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmix import DecodeSettings, Proposal, StepContext, TokenTree, Verdict
-from specmix.calibration import Calibration
+from specmix.calibration import DepthScale
 from specmix.plugins.basic.budget_selector import BudgetSelector
 from specmix.testing import CURVE, tiny_model
 from specmix.testing.properties import make_decoder
@@ -49,7 +49,8 @@ def test_scores_that_are_acceptance_odds_already_are_taken_as_they_are():
 
 
 def _tried(selector):
-    return sum(tried for _, tried in selector.calibration.counts.values())
+    """How many verified nodes the selector has learnt from (all of them, where the memory never fades)."""
+    return sum(seen for _, _, seen in selector.calibration.sums.values())
 
 
 def test_a_fixed_budget_keeps_its_size_and_order():
@@ -59,31 +60,44 @@ def test_a_fixed_budget_keeps_its_size_and_order():
 
 
 def test_claims_the_target_takes_are_trusted_further():
-    """Accepted all along, the chain's 95% claims come to look surer than they say, and the doubtful sibling,
-    rejected whenever it was verified, is dropped where its plain claim keeps it."""
+    """A chain claimed at even odds that the target always takes comes to be verified whole."""
+    chain = TokenTree(tokens=[0, 1, 2, 3, 4], parents=[-1, 0, 1, 2, 3], vocab_size=8, logprobs=[0.0] + [math.log(0.5)] * 4)
     selector = BudgetSelector()
-    for _ in range(200):
-        chosen = selector.select(CONFIDENT, Proposal(), _ctx(CONFIDENT))
-        path = [node for node in range(1, chosen.size) if chosen.token_list[node] in (1, 2, 3)]
-        selector.observe(_verdict(chosen, path), _ctx(CONFIDENT))
-    assert selector.select(CONFIDENT, Proposal(), _ctx(CONFIDENT)).token_list == (0, 1, 2, 3)
-    assert selector.calibration.estimate(None, 1, 0.95) > 0.98
+    first = selector.select(chain, Proposal(), _ctx(chain))
+    for _ in range(100):
+        chosen = selector.select(chain, Proposal(), _ctx(chain))
+        selector.observe(_verdict(chosen, range(1, chosen.size)), _ctx(chain))
+    assert 1 < first.size < selector.select(chain, Proposal(), _ctx(chain)).size == 5
+    assert selector.calibration.factor(1) > 1.5
+
+
+def test_scaling_keeps_the_order_of_claims_at_a_depth():
+    """However the verdicts went, siblings are ranked as their claims rank them."""
+    fan = TokenTree(tokens=[0, 1, 2, 3, 4], parents=[-1, 0, 0, 0, 0], vocab_size=8,
+                    logprobs=[0.0, math.log(0.2), math.log(0.5), math.log(0.1), math.log(0.15)])
+    selector = BudgetSelector()
+    for outcome in [True, False, False, True, False] * 10:
+        chosen = selector.select(fan, Proposal(), _ctx(fan))
+        selector.observe(_verdict(chosen, [1] if outcome and chosen.size > 1 else []), _ctx(fan))
+        claims = sorted(((fan.logprobs[fan.token_list.index(t)].item(), t) for t in chosen.token_list[1:]), reverse=True)
+        assert [t for _, t in claims] == [2, 1, 4, 3][: chosen.size - 1]
 
 
 def test_learns_from_a_verdict_on_the_tree_cut_to_the_room_left():
     selector = BudgetSelector()
+    selector.calibration = DepthScale(memory=math.inf)
     chosen = selector.select(CONFIDENT, Proposal(), _ctx(CONFIDENT))
     cut = chosen.truncated(1)
     selector.observe(_verdict(cut, (1,)), _ctx(CONFIDENT))
     assert _tried(selector) == 2  # the chain's first token taken, its sibling not; nothing deeper was verified
-    assert {key[1] for key, (_, tried) in selector.calibration.counts.items() if tried} == {1}
+    assert {depth for depth, (_, _, seen) in selector.calibration.sums.items() if seen} == {1}
 
 
 @settings(max_examples=60, deadline=None)
 @given(tree=token_trees(), accepted=st.lists(st.booleans(), min_size=1, max_size=40))
 def test_calibrated_selection_stays_prefix_closed_and_learns_one_outcome_per_reached_node(tree, accepted):
     selector = BudgetSelector()
-    selector.calibration = Calibration(memory=math.inf)  # counts that never fade: each record adds one
+    selector.calibration = DepthScale(memory=math.inf)  # sums that never fade: each record adds one
     for outcome in accepted:
         chosen = selector.select(tree, Proposal(), _ctx(tree))
         assert chosen.token_list == tree.subtree(_kept(tree, chosen)).token_list
