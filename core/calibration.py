@@ -77,10 +77,10 @@ class DepthScale:
         self.reset()
 
     def reset(self) -> None:
-        self.sums: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # depth -> [taken, claimed, seen]
+        self.sums: dict[int, tuple[float, float]] = {}  # depth -> (tokens taken, tokens claimed), fading
 
     def factor(self, depth: int) -> float:
-        taken, claimed, _ = self.sums[min(depth, 3)]
+        taken, claimed = self.sums.get(min(depth, 3), (0.0, 0.0))
         return (taken + self.weight) / (claimed + self.weight)
 
     def estimate(self, depth: int, claimed: float) -> float:
@@ -88,7 +88,5 @@ class DepthScale:
         return min(1.0, claimed * self.factor(depth))
 
     def record(self, depth: int, claimed: float, accepted: bool) -> None:
-        sums = self.sums[min(depth, 3)]
-        sums[0] = sums[0] * self.keep + accepted
-        sums[1] = sums[1] * self.keep + claimed
-        sums[2] = sums[2] * self.keep + 1
+        taken, promised = self.sums.get(min(depth, 3), (0.0, 0.0))
+        self.sums[min(depth, 3)] = (taken * self.keep + accepted, promised * self.keep + claimed)
