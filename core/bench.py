@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -68,21 +68,47 @@ def _hf_runner(model, settings: DecodeSettings, lookup: bool) -> Callable[[list[
 
 
 def _specmix_runner(decoder, settings: DecodeSettings) -> Callable[[list[int], int], Run]:
-    drafters = [slot.name for slot in decoder.composition.drafters]
-
     def run(ids: list[int], max_new_tokens: int) -> Run:
         generation = decoder.generate(ids, attrs.evolve(settings, max_new_tokens=max_new_tokens))
-        steps = generation.steps
-        credit = drafted = None
-        if len(drafters) > 1:
-            credit = {name: sum(s.accepted_from[i] for s in steps) for i, name in enumerate(drafters)}
-            drafted = {name: sum(s.asked[i] for s in steps) for i, name in enumerate(drafters)}
-        carried = {slot.name: slot.component.carried() for slot in decoder.composition.drafters}
-        return Run(generation.tokens, generation.seconds, len(steps), tuple(s.accepted for s in steps),
-                   tuple(s.tree_size + s.riders for s in steps), sum(s.draft_s + s.build_s + s.select_s for s in steps),
-                   credit, {name: held for name, held in carried.items() if held is not None} or None, drafted)
+        return _specmix_run(decoder, generation.tokens, generation.steps, generation.seconds)
 
     return run
+
+
+def _stepped(decoders: Mapping[str, Decoder], ids: list[int], settings: DecodeSettings) -> dict[str, Run]:
+    """One prompt's generations, advanced a step each in turn, each timed only inside its own steps.
+
+    A step takes tens of milliseconds, so the machine's drift (on a small CPU, tens of percent
+    over a minute) falls on every method alike, where whole runs one after another each meet
+    a different stretch of it.
+    """
+    streams = {name: decoder.stream(ids, settings) for name, decoder in decoders.items()}
+    tokens = {name: [] for name in streams}
+    steps = {name: [] for name in streams}
+    seconds = dict.fromkeys(streams, 0.0)
+    while streams:
+        for name, stream in list(streams.items()):
+            start = time.perf_counter()
+            step = next(stream, None)
+            seconds[name] += time.perf_counter() - start
+            if step is None:
+                del streams[name]
+            else:
+                tokens[name].extend(step.tokens)
+                steps[name].append(step.stats)
+    return {name: _specmix_run(decoder, tokens[name], steps[name], seconds[name]) for name, decoder in decoders.items()}
+
+
+def _specmix_run(decoder, tokens, steps, seconds: float) -> Run:
+    drafters = [slot.name for slot in decoder.composition.drafters]
+    credit = drafted = None
+    if len(drafters) > 1:
+        credit = {name: sum(s.accepted_from[i] for s in steps) for i, name in enumerate(drafters)}
+        drafted = {name: sum(s.asked[i] for s in steps) for i, name in enumerate(drafters)}
+    carried = {slot.name: slot.component.carried() for slot in decoder.composition.drafters}
+    return Run(tokens, seconds, len(steps), tuple(s.accepted for s in steps), tuple(s.tree_size + s.riders for s in steps),
+               sum(s.draft_s + s.build_s + s.select_s for s in steps), credit,
+               {name: held for name, held in carried.items() if held is not None} or None, drafted)
 
 
 def _read_journal(path: Path) -> tuple[dict, dict[int, dict[str, Run]]]:
@@ -90,6 +116,7 @@ def _read_journal(path: Path) -> tuple[dict, dict[int, dict[str, Run]]]:
     lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     if not lines:
         raise ConfigurationError(f"{path} is empty")
+    lines[0].setdefault("interleave", False)  # journals from before --interleave ran whole runs
     return lines[0], {line["index"]: {name: Run(**run) for name, run in line["runs"].items()} for line in lines[1:]}
 
 
@@ -124,15 +151,19 @@ def report_journal(out="bench.json") -> dict:
     finished = sorted(done)
     results = {name: [done[index][name] for index in finished] for name in header["methods"]}
     report = build_report(header["methods"], [questions[index] for index in finished], results,
-                          DecodeSettings(**header["settings"]), of=len(questions))
+                          DecodeSettings(**header["settings"]), of=len(questions),
+                          interleaved=header.get("interleave", False))
     write_reports(report, out)
     return report
 
 
 def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings: DecodeSettings, model=None,
               cache=None, dtype="float32", device=None, out="bench.json", registry=None, resume: bool = False,
-              per_category: int | None = None) -> dict:
+              per_category: int | None = None, interleave: bool = False) -> dict:
     """Run every method on every prompt, rotating their order per prompt; write JSON, Markdown and PNG reports.
+
+    With ``interleave`` the specmix methods run a prompt together, a step each in turn
+    (:func:`_stepped`), in the place the first of them has in the rotated order.
 
     Each finished prompt is appended to ``OUT.runs.jsonl``; with ``resume`` a run picks up
     where an interrupted one with the same methods, prompts and settings stopped.
@@ -148,7 +179,7 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
     source = "default" if model is None else str(model)  # what the journal and report name, not the loaded module
     model, tokenizer = load_model(model, dtype=dtype, cache=cache, device=device)
     registry = registry or Registry.load()
-    runners = {}
+    runners, decoders = {}, {}
     for name in methods:
         method, components, options = parse_method(name)
         if name in HF_METHODS:
@@ -160,11 +191,11 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
                               cache_dir=cache)
             decoder.prepare()
             runners[name] = _specmix_runner(decoder, settings)
+            decoders[name] = decoder
     encoded = [encode(tokenizer, q.text) for q in questions]
     out = Path(out)
     header = {"methods": list(methods), "prompts": prompts, "limit": limit, "per_category": per_category,
-              "model": source,
-              "settings": attrs.asdict(settings)}
+              "model": source, "settings": attrs.asdict(settings), "interleave": interleave}
     done = _journal(out, header, resume)
 
     for runner in tqdm(runners.values(), desc="warm-up", leave=False):
@@ -175,11 +206,20 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
             if index in done:
                 continue
             shift = index % len(methods)
+            order = methods[shift:] + methods[:shift]  # rotated, so methods share the machine's drift
             runs = {}
-            for name in methods[shift:] + methods[:shift]:  # interleaved, so methods share the machine's drift
-                progress.set_postfix_str(name)
-                runs[name] = runners[name](ids, settings.max_new_tokens)
-                progress.update()
+            for name in order:
+                if name in runs:
+                    continue
+                if interleave and name in decoders:
+                    together = {other: decoders[other] for other in order if other in decoders}
+                    progress.set_postfix_str("+".join(together))
+                    runs.update(_stepped(together, ids, settings))
+                    progress.update(len(together))
+                else:
+                    progress.set_postfix_str(name)
+                    runs[name] = runners[name](ids, settings.max_new_tokens)
+                    progress.update()
             done[index] = runs
             journal.write(json.dumps({"index": index, "runs": {name: attrs.asdict(run) for name, run in runs.items()}})
                           + "\n")
@@ -187,6 +227,6 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
     progress.close()
 
     results = {name: [done[index][name] for index in range(len(questions))] for name in methods}
-    report = build_report(methods, questions, results, settings)
+    report = build_report(methods, questions, results, settings, interleaved=interleave)
     write_reports(report, out)
     return report

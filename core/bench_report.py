@@ -90,7 +90,8 @@ def _step_profile(runs: Sequence[Run]) -> dict:
     }
 
 
-def build_report(methods, questions, results, settings: DecodeSettings, of: int | None = None) -> dict:
+def build_report(methods, questions, results, settings: DecodeSettings, of: int | None = None,
+                 interleaved: bool = False) -> dict:
     categories = sorted({q.category for q in questions})
     hf = results["hf"]
 
@@ -107,6 +108,7 @@ def build_report(methods, questions, results, settings: DecodeSettings, of: int 
         "settings": attrs.asdict(settings),
         "prompts": len(questions),
         "of": len(questions) if of is None else of,
+        "interleaved": interleaved,
         "methods": overall,
         "runs": [
             {"id": q.id, "category": q.category,
@@ -126,6 +128,9 @@ def markdown(report: dict) -> str:
     lines = []
     if report["prompts"] < report["of"]:
         lines += [f"Partial: {report['prompts']} of the run's {report['of']} prompts (`--resume` continues it).", ""]
+    if report.get("interleaved"):
+        lines += ["The specmix methods ran each prompt together, a step each in turn, each timed inside its own "
+                  "steps (`--interleave`); other methods ran whole.", ""]
     lines += ["| method | tokens/s | speedup vs hf | τ | identical |", "|---|---|---|---|---|"]
     for name, row in methods.items():
         lines.append(f"| {name} | {row['tokens_per_s']:.2f} | {_fmt(row['speedup_vs_hf'], '{:.2f}x')} | "

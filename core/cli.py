@@ -83,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="use the first N prompts of every category (a subset that covers them all)")
     _add_settings_arguments(bench, 128)
     bench.add_argument("--out", default="bench.json", help="JSON report; the .md table and .png plot go beside it")
+    bench.add_argument("--interleave", action="store_true",
+                       help="run the specmix methods on each prompt together, a step each in turn, so the machine's "
+                            "drift falls on them alike (hf and baselines run whole)")
     bench.add_argument("--resume", action="store_true",
                        help="continue an interrupted run from OUT.runs.jsonl (same methods, prompts and settings)")
     bench.add_argument("--report-only", action="store_true",
@@ -203,7 +206,7 @@ def _bench(args) -> int:
         raise ConfigurationError("--methods names no method")
     run_bench(methods=methods, prompts=args.prompts, limit=args.limit, settings=_settings(args, stop_ids=None),
               model=args.model, cache=args.cache_dir, dtype=args.dtype, device=args.device, out=args.out,
-              resume=args.resume, per_category=args.per_category)
+              resume=args.resume, per_category=args.per_category, interleave=args.interleave)
     return 0
 
 

@@ -120,6 +120,18 @@ def test_bench_writes_json_table_and_plot(tmp_path):
     assert main([*arguments[:2], "hf", *arguments[3:], "--resume"]) == 2  # other methods: refused
 
 
+def test_bench_interleaves_specmix_methods_on_request(tmp_path):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"question_id": 1, "category": "echo", "turns": ["Repeat: red green blue red"]}))
+    out = tmp_path / "bench.json"
+    assert main(["bench", "--methods", "hf,vanilla,ngram", "--interleave", "--prompts", str(prompts),
+                 "--max-new-tokens", "8", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["interleaved"] and [report["methods"][name]["identical_rate"] for name in ("vanilla", "ngram")] == [1, 1]
+    assert json.loads(out.with_suffix(".runs.jsonl").read_text().splitlines()[0])["interleave"] is True
+    assert "a step each in turn" in out.with_suffix(".md").read_text()
+
+
 def test_a_local_checkpoint_directory_loads_like_any_model(default):
     from specmix.loading import default_model_dir
 
