@@ -152,7 +152,7 @@ def report_journal(out="bench.json") -> dict:
     results = {name: [done[index][name] for index in finished] for name in header["methods"]}
     report = build_report(header["methods"], [questions[index] for index in finished], results,
                           DecodeSettings(**header["settings"]), of=len(questions),
-                          interleaved=header.get("interleave", False))
+                          interleaved=header["interleave"])
     write_reports(report, out)
     return report
 

@@ -128,7 +128,7 @@ def markdown(report: dict) -> str:
     lines = []
     if report["prompts"] < report["of"]:
         lines += [f"Partial: {report['prompts']} of the run's {report['of']} prompts (`--resume` continues it).", ""]
-    if report.get("interleaved"):
+    if report["interleaved"]:
         lines += ["The specmix methods ran each prompt together, a step each in turn, each timed inside its own "
                   "steps (`--interleave`); other methods ran whole.", ""]
     lines += ["| method | tokens/s | speedup vs hf | τ | identical |", "|---|---|---|---|---|"]

@@ -88,5 +88,6 @@ class DepthScale:
         return min(1.0, claimed * self.factor(depth))
 
     def record(self, depth: int, claimed: float, accepted: bool) -> None:
-        taken, promised = self.sums.get(min(depth, 3), (0.0, 0.0))
-        self.sums[min(depth, 3)] = (taken * self.keep + accepted, promised * self.keep + claimed)
+        band = min(depth, 3)
+        taken, claims = self.sums.get(band, (0.0, 0.0))
+        self.sums[band] = (taken * self.keep + accepted, claims * self.keep + claimed)
