@@ -29,8 +29,8 @@ import transformers
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
 
 from specmix import Decoder, DecodeSettings, Registry, Target, TokenTree
-from specmix.cost import measure
 from specmix.plugins.basic.tree_verifier import TreeVerifier
+from specmix.sizing.measure import measure
 from specmix.testing.drafters import ReplayPlugin
 from specmix.values import Proposal, StepContext
 

@@ -10,7 +10,7 @@ import collections
 import sys
 
 from specmix import Decoder, DecodeSettings, Registry
-from specmix.bench_prompts import load_prompts
+from specmix.bench.prompts import load_prompts
 from specmix.loading import load_model
 from specmix.text import encode
 

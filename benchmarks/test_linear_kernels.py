@@ -3,9 +3,9 @@
 Run with ``python -m pytest benchmarks/test_linear_kernels.py --benchmark-only -n 0``. Each
 group times the 60 MLP projections of the default model's size (1536 × 576, fp32) over M
 rows four ways: ``F.linear`` on the plain weights, the same product posed as
-``weight @ rows.T`` (:func:`specmix.row_kernels.column_linear`), MKL's packed GEMM over
-weights laid out for it once (:func:`specmix.row_kernels.packed_linear`) — the target takes
-either of these where :class:`specmix.row_kernels.RowKernels` measures it faster — and weights
+``weight @ rows.T`` (:func:`specmix.kernels.row_kernels.column_linear`), MKL's packed GEMM over
+weights laid out for it once (:func:`specmix.kernels.row_kernels.packed_linear`) — the target takes
+either of these where :class:`specmix.kernels.row_kernels.RowKernels` measures it faster — and weights
 prepacked by ``torch.utils.mkldnn.to_mkldnn``. Sixty distinct weights, as in a forward, so
 that they come from memory and not from a cache one of them would fit.
 """
@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.utils.mkldnn
 
-from specmix.row_kernels import can_pack, column_linear, pack, packed_linear
+from specmix.kernels.row_kernels import can_pack, column_linear, pack, packed_linear
 
 LAYERS, IN, OUT = 60, 576, 1536
 

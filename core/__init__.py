@@ -10,7 +10,6 @@ Start with :func:`load` (names in, a decoder out), the interfaces in
 from specmix.api import load
 from specmix.capabilities import Capability
 from specmix.composition import FALLBACK_RANK, Composition, Method
-from specmix.cost import CostCurve
 from specmix.engine import Decoder
 from specmix.errors import (
     CompositionError,
@@ -24,8 +23,9 @@ from specmix.errors import (
 from specmix.hookspecs import hookimpl
 from specmix.interfaces import Drafter, Selector, Trainer, TreeBuilder, Verifier
 from specmix.registry import Registry
-from specmix.selection import ReachSelector
 from specmix.settings import DecodeSettings
+from specmix.sizing.cost import CostCurve
+from specmix.sizing.selection import ReachSelector
 from specmix.target import Target
 from specmix.tree import TokenTree
 from specmix.values import Generation, Marginals, Proposal, Riders, Step, StepContext, StepStats, Verdict

@@ -7,11 +7,11 @@ import warnings
 from collections.abc import Mapping
 
 from specmix.composition import KINDS
-from specmix.cost import CostCurve
 from specmix.engine import Decoder
 from specmix.errors import ConfigurationError, PluginError, SpecmixWarning
 from specmix.loading import load_model
 from specmix.registry import Registry
+from specmix.sizing.cost import CostCurve
 
 
 def load(

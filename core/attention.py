@@ -4,7 +4,7 @@ SDPA (and eager attention) take a 4D additive mask; FlexAttention takes a ``Bloc
 built from the same visibility rule, so whole blocks of the cache that every query sees
 are skipped without reading a mask. SDPA is the default (``DEFAULT``) on every device: on CPU it is
 faster at these sizes, and on CUDA its additive mask is a plain tensor that a captured
-CUDA graph can be fed (see :mod:`specmix.static_shapes`), while a ``BlockMask`` is built
+CUDA graph can be fed (see :mod:`specmix.kernels.static_shapes`), while a ``BlockMask`` is built
 on the host every step. ``attention="flex_attention"`` picks FlexAttention, on CUDA only (see
 :class:`specmix.Target`).
 """

@@ -83,7 +83,7 @@ class Composition:
     """Drafters, a builder for each, a selector and a verifier that fit together (checked on construction).
 
     Most compositions have one drafter; with several, their trees are merged into one
-    before selection (:mod:`specmix.mixing`).
+    before selection (:mod:`specmix.sizing.mixing`).
     """
 
     drafters: tuple[Slot, ...] = attrs.field(converter=_slots)

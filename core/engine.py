@@ -10,15 +10,16 @@ from collections.abc import Iterator
 import torch
 
 from specmix import contract
-from specmix.clock import StepClock
 from specmix.composition import Composition, Slot
-from specmix.cost import CostCurve, cost_curve_for
 from specmix.errors import ConfigurationError, DecoderBusyError
-from specmix.mixing import Mix, Solo
-from specmix.payoff import DrafterPayoff
+from specmix.kernels.clock import StepClock
 from specmix.settings import DecodeSettings
-from specmix.step_costs import StepCosts
-from specmix.step_rate import StepRate
+from specmix.sizing.cost import CostCurve
+from specmix.sizing.measure import cost_curve_for
+from specmix.sizing.mixing import Mix, Solo
+from specmix.sizing.payoff import DrafterPayoff
+from specmix.sizing.step_costs import StepCosts
+from specmix.sizing.step_rate import StepRate
 from specmix.target import Target
 from specmix.text import Prompt, TextStream, encode
 from specmix.values import Generation, Proposal, Step, StepContext, StepStats, Verdict

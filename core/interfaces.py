@@ -15,11 +15,10 @@ from typing import ClassVar
 
 import torch
 
-from specmix.bench_report import Run
 from specmix.capabilities import Capability
 from specmix.target import Target
 from specmix.tree import TokenTree
-from specmix.values import HiddenStates, Proposal, StepContext, Verdict
+from specmix.values import HiddenStates, Proposal, Run, StepContext, Verdict
 
 
 class Component:
@@ -53,7 +52,7 @@ class Drafter(Component):
     token) is in the cache; ``propose`` then runs once per step and ``observe`` receives
     that step's verdict once it is committed. In a composition that uses the cost curve,
     a drafter whose tokens have not paid for their cost sits steps out
-    (:mod:`specmix.payoff`): ``propose`` is not called, and ``observe`` still is, with a
+    (:mod:`specmix.sizing.payoff`): ``propose`` is not called, and ``observe`` still is, with a
     verdict on a tree that may hold none of its nodes (so state kept from ``propose`` for
     ``observe`` is cleared there). A drafter must never assume its proposal was accepted,
     must not draw from ``ctx.generator``, and must keep no state that outlives ``start``
@@ -66,9 +65,9 @@ class Drafter(Component):
 
     A drafter whose tree scores are already acceptance estimates learnt from verdicts (a
     lookup's online odds) sets ``calibrated``: a mix then takes them as they are instead
-    of calibrating them again (:mod:`specmix.calibration`), and alone it answers only for its
+    of calibrating them again (:mod:`specmix.sizing.calibration`), and alone it answers only for its
     pass, riders and the selection over its tree, not for the positions a selector verified
-    on those scores (:class:`specmix.mixing.Solo`).
+    on those scores (:class:`specmix.sizing.mixing.Solo`).
     """
 
     hidden_layers: tuple[int, ...] = ()

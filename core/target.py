@@ -12,14 +12,14 @@ import torch
 
 from specmix.attention import FLEX, backend_of, tree_mask
 from specmix.errors import ConfigurationError
-from specmix.grouped_attention import group_queries
 from specmix.identity import fingerprint, measured_name, shapes_name
+from specmix.kernels.grouped_attention import group_queries
+from specmix.kernels.node_logits import HeadCosts, NodeLogits
+from specmix.kernels.row_kernels import RowKernels, active, switch_layers
+from specmix.kernels.screened_head import ScreenedHead
+from specmix.kernels.static_shapes import INITIAL_CAPACITY, StaticShapes, padded
 from specmix.kv_cache import PreallocatedCache
-from specmix.node_logits import HeadCosts, NodeLogits
 from specmix.paths import cache_dir
-from specmix.row_kernels import RowKernels, active, switch_layers
-from specmix.screened_head import ScreenedHead
-from specmix.static_shapes import INITIAL_CAPACITY, StaticShapes, padded
 from specmix.tree import TokenTree
 from specmix.values import Riders
 
@@ -84,8 +84,8 @@ class Target:
 
     With ``static`` shapes (the default on CUDA) forwards are padded to bucket sizes over
     a fixed-capacity cache (``capacity`` tokens at first, doubled when full) and replayed
-    as CUDA graphs there (see :mod:`specmix.static_shapes`). Off CUDA, a model on transformers' ``sdpa``
-    attention is switched to :mod:`specmix.grouped_attention`, which computes the same outputs without
+    as CUDA graphs there (see :mod:`specmix.kernels.static_shapes`). Off CUDA, a model on transformers' ``sdpa``
+    attention is switched to :mod:`specmix.kernels.grouped_attention`, which computes the same outputs without
     copying key/value heads.
 
     Everything that runs the model or touches the cache runs in ``torch.inference_mode``, which
@@ -94,7 +94,7 @@ class Target:
     inference tensors, to be read, or cloned before being changed in place.
     """
     def __init__(self, model, static: bool | None = None, capacity: int = INITIAL_CAPACITY, cache=None):
-        """``cache``: where the choice of matrix kernels is kept (see :mod:`specmix.row_kernels`)."""
+        """``cache``: where the choice of matrix kernels is kept (see :mod:`specmix.kernels.row_kernels`)."""
         self.model = model.eval()
         config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
@@ -124,7 +124,7 @@ class Target:
         if static is None:
             static = cuda and not flex
         if not cuda:
-            group_queries(model)  # the same outputs, without copying key/value heads (see specmix.grouped_attention)
+            group_queries(model)  # the same outputs, without copying key/value heads (see specmix.kernels.grouped_attention)
         self._static = StaticShapes(model, graphs=cuda, capacity=capacity) if static else None
         self._kernel_cache = cache
         self.row_kernels: RowKernels | None = None if static else switch_layers(model, measured_name(model), cache)
@@ -138,7 +138,7 @@ class Target:
         """Seconds spent in :meth:`forward_tree` so far, head rows read later excluded; None off the CPU,
         where a forward returns before its kernels finish, so only a later read of its output could time it."""
         self.screen: ScreenedHead | None = None
-        """The exact greedy argmax of the LM head through a float16 copy (:mod:`specmix.screened_head`), where
+        """The exact greedy argmax of the LM head through a float16 copy (:mod:`specmix.kernels.screened_head`), where
         the head runs on the rows a walk reads and this is faster than one float32 row; None: rows decide."""
         if self._decoder is not None:
             with active(self.row_kernels):
@@ -161,7 +161,7 @@ class Target:
 
     @property
     def lazy_head(self) -> bool:
-        """Whether tree forwards apply the LM head only to the rows a walk reads (see :mod:`specmix.node_logits`)."""
+        """Whether tree forwards apply the LM head only to the rows a walk reads (see :mod:`specmix.kernels.node_logits`)."""
         return self._decoder is not None
 
     @property
@@ -210,7 +210,7 @@ class Target:
         return self._held[tail] == list(tokens[tail]) and self._positions[tail] == list(range(count - new, count))
 
     def kernels_for(self, module: torch.nn.Module) -> RowKernels | None:
-        """The matrix kernels a drafter's own ``module`` should run on inside :func:`specmix.row_kernels.active`,
+        """The matrix kernels a drafter's own ``module`` should run on inside :func:`specmix.kernels.row_kernels.active`,
         measured and cached as the target's own are (None where the target keeps the model's own kernels)."""
         return None if self.row_kernels is None else switch_layers(module, shapes_name(module), self._kernel_cache)
 

@@ -9,12 +9,12 @@ import attrs
 import torch
 
 from specmix.errors import MalformedTreeError
-from specmix.node_logits import NodeLogits
+from specmix.kernels.node_logits import NodeLogits
 from specmix.settings import DecodeSettings
 from specmix.tree import TokenTree
 
 if TYPE_CHECKING:
-    from specmix.cost import CostCurve
+    from specmix.sizing.cost import CostCurve
 
 HiddenStates = Mapping[int, torch.Tensor]
 """Target hidden states by layer index into HF's ``hidden_states`` tuple (0 = embeddings), each ``[n, hidden]``."""
@@ -164,7 +164,7 @@ class StepContext:
     and in the model's context but one place. ``cost`` is the measured cost curve over this
     step's context length when a component needs it. ``rate`` is the decoder's recent tokens per second over whole
     steps, where it measures them (None before its first step, or with a cost curve given): what a position verified
-    must earn at the margin (:mod:`specmix.step_rate`). ``stop_ids`` end generation (the settings' or the model's EOS
+    must earn at the margin (:mod:`specmix.sizing.step_rate`). ``stop_ids`` end generation (the settings' or the model's EOS
     ids). ``generator`` drives verification sampling only; drafters that sample use their own.
     """
 
@@ -237,3 +237,25 @@ class Step:
     stats: StepStats
     stop_reason: str | None = None
     text: str = ""
+
+
+@attrs.frozen
+class Run:
+    """One method's output for one prompt. Step counts exist for specmix methods only; the
+    per-step fields are missing from journals written before they were recorded."""
+
+    tokens: tuple[int, ...] = attrs.field(converter=tuple)
+    seconds: float
+    steps: int | None
+    accepted: tuple[int, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
+    """Drafted tokens the target accepted, per step."""
+    verified: tuple[int, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
+    """Positions each step's verification forward ran: the tree, root included, and any riders."""
+    draft_s: float | None = None
+    """Seconds spent drafting, building and selecting trees, over all steps."""
+    accepted_from: dict[str, int] | None = None
+    """For a mix of drafters: how many accepted tokens each drafter had proposed (a token may count for several)."""
+    carried: dict[str, dict] | None = None
+    """Per drafter that remembers earlier generations, what it held when this prompt ran (:meth:`Drafter.carried`)."""
+    drafted: dict[str, int] | None = None
+    """For a mix of drafters: in how many steps each drafter proposed (one that does not pay sits steps out)."""

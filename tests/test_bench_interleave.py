@@ -3,7 +3,7 @@ from types import SimpleNamespace
 import attrs
 
 from specmix import CostCurve, Decoder, DecodeSettings, Registry
-from specmix.bench import _specmix_runner, _stepped
+from specmix.bench.runner import _specmix_runner, _stepped
 from specmix.testing import tiny_model
 from specmix.values import Step, StepStats
 

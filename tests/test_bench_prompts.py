@@ -3,7 +3,7 @@ import json
 import pytest
 
 from specmix import ConfigurationError
-from specmix.bench_prompts import load_prompts
+from specmix.bench.prompts import load_prompts
 
 
 @pytest.fixture

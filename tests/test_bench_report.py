@@ -4,8 +4,8 @@ import attrs
 import pytest
 
 from specmix import ConfigurationError
-from specmix.bench import report_journal
-from specmix.cli import main
+from specmix.bench.runner import report_journal
+from specmix.cli.main import main
 from specmix.settings import DecodeSettings
 
 

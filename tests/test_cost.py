@@ -6,8 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specmix import ConfigurationError, CostCurve, DecodeSettings, Proposal, StepContext, Target, TokenTree
-from specmix.cost import cost_curve_for, measure
 from specmix.plugins.basic.budget_selector import BudgetSelector
+from specmix.sizing.measure import cost_curve_for, measure
 from specmix.target import TreeOutputs
 from specmix.testing import CURVE, tiny_model
 
@@ -141,10 +141,10 @@ class _BusyStretchTarget:
 
 
 def test_a_busy_stretch_during_measurement_leaves_the_curve_as_it_is(monkeypatch):
-    import specmix.cost
+    import specmix.sizing.measure
 
     target = _BusyStretchTarget()
-    monkeypatch.setattr(specmix.cost, "time", type("Clock", (), {"perf_counter": staticmethod(target.clock)}))
+    monkeypatch.setattr(specmix.sizing.measure, "time", type("Clock", (), {"perf_counter": staticmethod(target.clock)}))
     curve = measure(target, sizes=(1, 2, 4), context=8, repeats=4, longer=None)
     assert curve.seconds == pytest.approx((0.001, 0.002, 0.004))  # size after size, all of 4's samples: 54 ms
 
@@ -158,10 +158,10 @@ class _DippingTarget(_BusyStretchTarget):
 
 
 def test_a_size_faster_than_a_smaller_one_is_kept_as_measured(monkeypatch):
-    import specmix.cost
+    import specmix.sizing.measure
 
     target = _DippingTarget()
-    monkeypatch.setattr(specmix.cost, "time", type("Clock", (), {"perf_counter": staticmethod(target.clock)}))
+    monkeypatch.setattr(specmix.sizing.measure, "time", type("Clock", (), {"perf_counter": staticmethod(target.clock)}))
     curve = measure(target, sizes=(1, 2, 4), context=8, repeats=2, longer=None)
     assert curve.seconds == pytest.approx((0.001, 0.003, 0.002))
     assert curve.padded_size(2) == 4 and curve.time(2) == pytest.approx(0.002)

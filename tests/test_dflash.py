@@ -268,7 +268,7 @@ def test_a_hub_id_that_cannot_be_fetched_is_one_clear_error():
 
 
 def test_the_reference_runs_in_the_benchmark_beside_dflash_with_the_same_drafter(reference, tmp_path):
-    from specmix.bench import run_bench
+    from specmix.bench.runner import run_bench
     from specmix.loading import load_model
 
     model, _ = load_model()

@@ -5,7 +5,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from specmix import DecodeSettings, PluginError, row_kernels
+from specmix import DecodeSettings, PluginError
+from specmix.kernels import row_kernels
 from specmix.plugins.diffusion.network import tapped_layers
 from specmix.testing import reference_greedy, tiny_model
 from specmix.testing.properties import assert_parting_at_a_rounding_tie, make_decoder

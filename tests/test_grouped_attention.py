@@ -8,7 +8,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from specmix import Target, TokenTree
 from specmix.attention import additive_mask
-from specmix.grouped_attention import NAME, group_queries, grouped_sdpa
+from specmix.kernels.grouped_attention import NAME, group_queries, grouped_sdpa
 from specmix.testing import tiny_model
 
 

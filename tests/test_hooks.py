@@ -25,11 +25,11 @@ from specmix import (
     hookspecs,
     load,
 )
-from specmix.bench_report import Run
 from specmix.errors import SpecmixWarning
 from specmix.interfaces import Baseline
 from specmix.plugins.basic.tree_verifier import TreeVerifier
 from specmix.testing import reference_greedy, tiny_model
+from specmix.values import Run
 
 README = Path(__file__).parents[1] / "README.md"
 HOOKS = sorted(name for name, _ in inspect.getmembers(hookspecs, inspect.isfunction) if name.startswith("register_"))
@@ -251,7 +251,7 @@ def test_a_trainer_must_be_a_trainer_class():
 
 
 def test_hook_register_baselines(everything, tmp_path):
-    from specmix.bench import run_bench
+    from specmix.bench.runner import run_bench
 
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(json.dumps({"question_id": 1, "category": "a", "turns": ["Hi."]}) + "\n")

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from specmix import DecodeSettings, Proposal, Riders, StepContext, TokenTree
-from specmix.calibration import Calibration
-from specmix.cost import CostCurve
-from specmix.mixing import Mix, Solo, combined_riders
-from specmix.payoff import DrafterPayoff
+from specmix.sizing.calibration import Calibration
+from specmix.sizing.cost import CostCurve
+from specmix.sizing.mixing import Mix, Solo, combined_riders
+from specmix.sizing.payoff import DrafterPayoff
 from specmix.testing import ConformanceSuite, reference_greedy, tiny_model
 from specmix.testing.properties import make_decoder
 from specmix.values import Verdict
@@ -150,7 +150,7 @@ def test_riders_of_several_drafters_see_only_the_root_and_their_own():
 
 
 def test_a_mix_from_the_command_line_names_each_drafters_builder(capsys):
-    from specmix.cli import main
+    from specmix.cli.main import main
 
     assert main(["generate", "Count: one two three one two three", "--drafter", "ngram+ptd", "--builder", "drafted",
                  "--selector", "budget", "--verifier", "tree", "-o", "drafter.ngram.max_ngram=2", "--max-new-tokens", "12",

@@ -7,7 +7,7 @@ import torch
 import transformers
 
 from specmix import DecodeSettings, StepContext, Target, TokenTree
-from specmix.node_logits import HeadCosts, NodeLogits
+from specmix.kernels.node_logits import HeadCosts, NodeLogits
 from specmix.plugins.basic.tree_verifier import TreeVerifier
 from specmix.testing import tiny_model
 from specmix.testing.models import tolerance

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from specmix import ConfigurationError, TokenTree, Verdict
-from specmix.odds import ContinuationOdds
+from specmix.sizing.odds import ContinuationOdds
 
 
 def _verdict(tree, path):

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from specmix import Capability, DecodeSettings, Drafter, Proposal, TokenTree, hookimpl
-from specmix.payoff import DrafterPayoff
+from specmix.sizing.payoff import DrafterPayoff
 from specmix.testing import kit_registry, reference_greedy, tiny_model
 from specmix.testing.properties import make_decoder
 

@@ -8,9 +8,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmix import Decoder, DecodeSettings, SpecmixWarning, row_kernels
-from specmix.cost import _cache_file
-from specmix.row_kernels import (
+from specmix import Decoder, DecodeSettings, SpecmixWarning
+from specmix.kernels import row_kernels
+from specmix.kernels.row_kernels import (
     COLUMNS,
     PACKED,
     RowKernels,
@@ -22,6 +22,7 @@ from specmix.row_kernels import (
     packed_linear,
     switch_layers,
 )
+from specmix.sizing.measure import _cache_file
 from specmix.target import Target
 from specmix.testing import reference_greedy, tiny_model
 from specmix.testing.properties import assert_parting_at_a_rounding_tie, kit_registry

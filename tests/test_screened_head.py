@@ -8,9 +8,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specmix import Decoder, DecodeSettings, screened_head
+from specmix import Decoder, DecodeSettings
 from specmix.errors import SpecmixWarning
-from specmix.screened_head import HALF_ROUNDOFF, ScreenedHead
+from specmix.kernels import screened_head
+from specmix.kernels.screened_head import HALF_ROUNDOFF, ScreenedHead
 from specmix.testing import reference_greedy, tiny_model
 from specmix.testing.drafters import ReplayPlugin
 from specmix.testing.properties import kit_registry

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmix import DecodeSettings, Proposal, StepContext, TokenTree, Verdict
-from specmix.calibration import DepthScale
 from specmix.plugins.basic.budget_selector import BudgetSelector
+from specmix.sizing.calibration import DepthScale
 from specmix.testing import CURVE, tiny_model
 from specmix.testing.properties import make_decoder
 from strategies import token_trees

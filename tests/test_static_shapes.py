@@ -6,8 +6,8 @@ from hypothesis import given
 
 from specmix import Decoder, DecodeSettings, Registry, Target, TokenTree
 from specmix.errors import ConfigurationError
+from specmix.kernels.static_shapes import BUCKETS, bucket, capacity_mask, padded
 from specmix.kv_cache import SlotCache
-from specmix.static_shapes import BUCKETS, bucket, capacity_mask, padded
 from specmix.testing import check_cache_matches_rebuild, kit_registry, reference_greedy, tiny_model
 from specmix.testing.strategies import greedy_cases, kit_settings
 

@@ -5,7 +5,7 @@ import pytest
 from specmix import CostCurve, Decoder, DecodeSettings, Registry
 from specmix.plugins.basic.budget_selector import BudgetSelector
 from specmix.plugins.basic.tree_verifier import TreeVerifier
-from specmix.step_costs import HIGHEST, StepCosts
+from specmix.sizing.step_costs import HIGHEST, StepCosts
 from specmix.testing import CURVE, reference_greedy, tiny_model
 
 CHEAP_FOUR = CostCurve(sizes=(1, 2, 4, 8, 16), seconds=(1.0, 1.5, 1.4, 2.0, 3.0))

@@ -1,7 +1,7 @@
 import pytest
 
 from specmix import ConfigurationError, CostCurve
-from specmix.step_rate import StepRate
+from specmix.sizing.step_rate import StepRate
 
 CPU_LIKE = CostCurve(sizes=(1, 2, 3, 4, 8, 16), seconds=(0.045, 0.045, 0.045, 0.053, 0.062, 0.067))
 """T(N) of the default model on a two-core CPU: three positions for the price of one, then steps."""

@@ -8,7 +8,7 @@ import torch
 
 from specmix import Capability, Verdict, Verifier
 from specmix.acceptance import greedy_walk, rejection_walk, sample_walk
-from specmix.node_logits import NodeLogits
+from specmix.kernels.node_logits import NodeLogits
 from specmix.sampling import target_probs, warpers
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import torch
 
 from specmix import Capability, ConfigurationError, Drafter, Marginals, Proposal
-from specmix.odds import ContinuationOdds
+from specmix.kernels.row_kernels import active
 from specmix.plugins.diffusion import formats
 from specmix.plugins.diffusion.dflash_net import DFlashNet
 from specmix.plugins.diffusion.network import BlockDrafter, DrafterConfig, head_over, tapped_layers
 from specmix.plugins.trained import weights_dir
-from specmix.row_kernels import active
+from specmix.sizing.odds import ContinuationOdds
 
 TRAIN_HINT = "train one with `specmix train diffusion --target MODEL --out DIR` and pass -o drafter.weights=DIR"
 SHIPPED = Path(__file__).parent / "weights"

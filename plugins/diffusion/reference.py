@@ -8,10 +8,10 @@ import time
 import torch
 
 from specmix import ConfigurationError, Target
-from specmix.bench_report import Run
 from specmix.interfaces import Baseline
 from specmix.plugins.diffusion import formats
 from specmix.plugins.diffusion.drafter import SHIPPED
+from specmix.values import Run
 
 INSTALL = "pip install --no-deps dflash==0.1.0"
 

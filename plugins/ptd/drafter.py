@@ -13,10 +13,10 @@ from __future__ import annotations
 import random
 
 from specmix import Capability, Drafter, Proposal
-from specmix.odds import ContinuationOdds
 from specmix.plugins.ptd.draft_tree import ProgressiveDraftTree
 from specmix.plugins.ptd.pool import CandidatePool
 from specmix.plugins.ptd.rider_budget import RiderBudget
+from specmix.sizing.odds import ContinuationOdds
 
 
 class PTDDrafter(Drafter):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from specmix.cost import CostCurve
+from specmix.sizing.cost import CostCurve
 
 
 class RiderBudget:

@@ -6,9 +6,9 @@ import math
 from pathlib import Path
 
 from specmix import Capability, ConfigurationError, Drafter, Proposal, TokenTree
-from specmix.odds import ContinuationOdds
 from specmix.plugins.retrieval.candidates import GrowingMatch, candidates
 from specmix.plugins.retrieval.corpus import Corpus
+from specmix.sizing.odds import ContinuationOdds
 
 SHIPPED = Path(__file__).parent / "corpora"
 

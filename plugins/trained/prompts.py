@@ -165,7 +165,7 @@ def benchmark_shingles(exclude: Iterable[Path]) -> set[tuple[str, ...]]:
                 for text in row.get("turns", []) + [row.get("prompt", "")]:
                     shingles |= _shingles(text)
     try:
-        from specmix.bench_prompts import load_prompts
+        from specmix.bench.prompts import load_prompts
 
         for prompt in load_prompts("humaneval"):
             shingles |= _shingles(prompt.text)

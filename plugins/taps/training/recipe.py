@@ -14,12 +14,12 @@ import torch
 
 from specmix import Decoder, DecodeSettings, Registry, Target, Trainer
 from specmix.composition import Slot
-from specmix.cost import cost_curve_for
 from specmix.plugins.taps.scorer import Scorer, ScorerConfig, log_reach
 from specmix.plugins.taps.training.traces import RecordingVerifier, labels, train_scorer
 from specmix.plugins.trained.prompts import SCORER_TEMPLATES
 from specmix.plugins.trained.recipes import add_common_arguments, logger, loss_bar, open_workspace
-from specmix.selection import most_reached
+from specmix.sizing.measure import cost_curve_for
+from specmix.sizing.selection import most_reached
 from specmix.target import fingerprint
 from specmix.text import encode
 

@@ -6,7 +6,7 @@ import math
 from collections import defaultdict
 
 from specmix import Capability, ConfigurationError, Drafter, Proposal, TokenTree
-from specmix.odds import ContinuationOdds
+from specmix.sizing.odds import ContinuationOdds
 from specmix_ngram import matching
 from specmix_ngram.suffix_memory import SuffixMemory
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import attrs
 import torch
 
-from specmix.bench_prompts import load_prompts
-from specmix.bench_report import Run, build_report, can_plot, write_reports
+from specmix.bench.prompts import load_prompts
+from specmix.bench.report import Run, build_report, can_plot, write_reports
 from specmix.engine import Decoder
 from specmix.errors import ConfigurationError
 from specmix.loading import load_model

@@ -5,7 +5,7 @@ prices the nodes it verifies; what it does not price is each drafter's own pass 
 build and observe) and the forward time its riders add on the curve. Those are a drafter's
 cost (alone, a drafter answers for the selector's time over its tree as well, and one whose
 scores are its own claims for all that verifying takes beyond a one-token step too:
-:class:`specmix.mixing.Solo`), and its gain is what the step would lose without it: the
+:class:`specmix.sizing.mixing.Solo`), and its gain is what the step would lose without it: the
 accepted tokens only it proposed (a mix credits a token several proposed to the cheapest
 of them). Adding a drafter speeds
 decoding up exactly when its tokens per second beat the step's own rate (alone: plain
@@ -25,7 +25,7 @@ drafter starts each generation on a trial; the wait it has earned is kept across
 A drafter is measured in *slots*, one per situation it can be asked in, each with its own
 gain, cost, trials and wait; a slot not in play in a step is left as it is. A mix puts a
 drafter in one of two slots, by whether the drafters before it already expect tokens
-(:mod:`specmix.mixing`): a second drafter is often worth its pass where the lookup has
+(:mod:`specmix.sizing.mixing`): a second drafter is often worth its pass where the lookup has
 nothing, and not beside a lookup match.
 """
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from specmix.step_rate import StepRate
+from specmix.sizing.step_rate import StepRate
 
 
 class DrafterPayoff:

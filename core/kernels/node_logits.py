@@ -2,7 +2,7 @@
 
 The LM head is a fifth of a small model's work per token, and a walk down a verified tree
 reads the logits of only the nodes it reaches: the root and the accepted path (a greedy walk,
-only their argmax, which :mod:`specmix.screened_head` finds more cheaply still). When the
+only their argmax, which :mod:`specmix.kernels.screened_head` finds more cheaply still). When the
 target's logits are its output embedding applied to its decoder's last hidden state
 (checked once per model, :meth:`specmix.Target.lazy_head`), the target keeps those hidden
 states and the head runs on the rows asked for, a few at a time; any other model's logits
@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 import attrs
 import torch
 
-from specmix.clock import fastest
-from specmix.screened_head import ScreenedHead
+from specmix.kernels.clock import fastest
+from specmix.kernels.screened_head import ScreenedHead
 
 MAX_WIDTH = 8
 """The most rows :class:`HeadCosts` measures one call of the head over."""
@@ -34,7 +34,7 @@ class HeadCosts:
     rows: tuple[float, ...] = attrs.field(converter=tuple)
     """Seconds for one call over ``w`` rows at index ``w - 1``."""
     screen: float | None = None
-    """Seconds for one screened argmax (:mod:`specmix.screened_head`), where the head has a screen."""
+    """Seconds for one screened argmax (:mod:`specmix.kernels.screened_head`), where the head has a screen."""
     slack: float = 1.25
 
     @classmethod

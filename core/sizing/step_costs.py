@@ -18,7 +18,7 @@ import bisect
 
 import attrs
 
-from specmix.cost import CostCurve
+from specmix.sizing.cost import CostCurve
 
 WEIGHT = 0.1
 """Each step's weight in its size's running ratio (about the last ten steps of that size count)."""

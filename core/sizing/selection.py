@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import torch
 
-from specmix.calibration import DepthScale
-from specmix.cost import CostCurve
 from specmix.errors import ConfigurationError
 from specmix.interfaces import Selector
+from specmix.sizing.calibration import DepthScale
+from specmix.sizing.cost import CostCurve
 from specmix.tree import TokenTree
 from specmix.values import Proposal, StepContext
 
@@ -36,7 +36,7 @@ class ReachSelector(Selector):
 
     Sized by the cost curve, it prices nodes on what the target takes rather than on what
     the scores claim: each node's chance of following its parent is calibrated online from
-    the verdicts on earlier trees (:class:`~specmix.calibration.DepthScale`: the claims at
+    the verdicts on earlier trees (:class:`~specmix.sizing.calibration.DepthScale`: the claims at
     each depth scaled by what the target took of them), unless the scores are acceptance odds already
     (``Proposal.calibrated``, see :meth:`learns`) or ``calibrate`` is off. On MT-bench
     (default model, greedy) the diffusion drafter's trees as ``ddtree`` and ``taps`` kept

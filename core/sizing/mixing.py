@@ -3,7 +3,7 @@
 With one drafter the step is the drafter's own (:class:`Solo` hands everything through).
 With several, :class:`Mix` unites their candidate trees as a trie: a node any of them
 proposed is in it once, scored by the mean of the calibrated estimates of those that
-proposed it (:mod:`specmix.calibration`), and remembered as theirs. A claim is calibrated
+proposed it (:mod:`specmix.sizing.calibration`), and remembered as theirs. A claim is calibrated
 apart for how it stands among the others: where another drafter proposed the same token it
 is likelier than either claim says, where another proposed a different one in its place, less
 likely (on MT-bench, the retrieval drafter's first tokens that the lookup contested were
@@ -14,7 +14,7 @@ for an estimated 57% (ten MT-bench answers).
 Riders of in-pass drafters ride in the same forward, each drafter's seeing only its own and the root. After verification
 every drafter observes the verdict, with its own riders' logits, and the calibration
 learns which of its claims the target took. A drafter whose tokens do not pay for what it
-adds to the step sits steps out (:mod:`specmix.payoff`): it is not asked to propose, and
+adds to the step sits steps out (:mod:`specmix.sizing.payoff`): it is not asked to propose, and
 still observes every verdict. Drafters are asked in the order the composition names them,
 and each is measured apart in the steps where those before it already expect ``covered``
 tokens: what a second drafter adds beside a lookup match is not what it adds where the
@@ -30,9 +30,9 @@ from collections.abc import Sequence
 import attrs
 import torch
 
-from specmix.calibration import Calibration
-from specmix.cost import CostCurve
-from specmix.payoff import DrafterPayoff
+from specmix.sizing.calibration import Calibration
+from specmix.sizing.cost import CostCurve
+from specmix.sizing.payoff import DrafterPayoff
 from specmix.tree import TokenTree
 from specmix.values import Proposal, Riders, StepContext, Verdict
 

@@ -19,7 +19,7 @@ are such estimates already (``Drafter.calibrated``) is not calibrated again wher
 stands alone.
 
 A lone drafter's claims, and a trained scorer's, are calibrated where a selector sizes
-trees on them (:class:`~specmix.selection.ReachSelector`), by :class:`DepthScale`: one
+trees on them (:class:`~specmix.sizing.selection.ReachSelector`), by :class:`DepthScale`: one
 factor per depth rather than a share per band, since there the order of the claims is all
 the selector has to rank nodes by and the bands, each learnt from few verdicts, reordered
 them (``ddtree`` on 18 MT-bench prompts: 0.47 tokens accepted per tree verified with

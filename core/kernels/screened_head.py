@@ -27,8 +27,8 @@ from pathlib import Path
 
 import torch
 
-from specmix.clock import fastest
 from specmix.errors import SpecmixWarning
+from specmix.kernels.clock import fastest
 from specmix.paths import write_atomically
 
 HALF_ROUNDOFF = 2.0 ** -11

@@ -193,7 +193,7 @@ def _methods(args) -> int:
 
 
 def _bench(args) -> int:
-    from specmix.bench import report_journal, run_bench
+    from specmix.bench.runner import report_journal, run_bench
 
     if args.report_only:
         report = report_journal(args.out)

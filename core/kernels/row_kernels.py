@@ -39,8 +39,8 @@ import attrs
 import torch
 import torch.nn.functional as F
 
-from specmix.clock import fastest
 from specmix.errors import SpecmixWarning
+from specmix.kernels.clock import fastest
 from specmix.paths import cache_dir, write_atomically
 
 MAX_ROWS = 16

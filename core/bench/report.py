@@ -12,28 +12,7 @@ import attrs
 
 from specmix.errors import SpecmixWarning
 from specmix.settings import DecodeSettings
-
-
-@attrs.frozen
-class Run:
-    """One method's output for one prompt. Step counts exist for specmix methods only; the
-    per-step fields are missing from journals written before they were recorded."""
-
-    tokens: tuple[int, ...] = attrs.field(converter=tuple)
-    seconds: float
-    steps: int | None
-    accepted: tuple[int, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
-    """Drafted tokens the target accepted, per step."""
-    verified: tuple[int, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
-    """Positions each step's verification forward ran: the tree, root included, and any riders."""
-    draft_s: float | None = None
-    """Seconds spent drafting, building and selecting trees, over all steps."""
-    accepted_from: dict[str, int] | None = None
-    """For a mix of drafters: how many accepted tokens each drafter had proposed (a token may count for several)."""
-    carried: dict[str, dict] | None = None
-    """Per drafter that remembers earlier generations, what it held when this prompt ran (:meth:`Drafter.carried`)."""
-    drafted: dict[str, int] | None = None
-    """For a mix of drafters: in how many steps each drafter proposed (one that does not pay sits steps out)."""
+from specmix.values import Run
 
 
 def _summary(runs: Sequence[Run], references: Sequence[Run] | None, hf_rate: float | None, greedy: bool) -> dict:

@@ -1,0 +1,1 @@
+"""The ``specmix`` command line (:mod:`~specmix.cli.main`)."""
