@@ -1,15 +1,13 @@
 """The LM head runs only on the rows a walk reads, where the model's logits are plainly its head's; exact either way."""
 
-import time
-
 import pytest
 import torch
 import transformers
 
 from specmix import DecodeSettings, StepContext, Target, TokenTree
-from specmix.kernels.node_logits import HeadCosts, NodeLogits
+from specmix.kernels.node_logits import MAX_WIDTH, HeadCosts, NodeLogits
 from specmix.plugins.basic.tree_verifier import TreeVerifier
-from specmix.testing import tiny_model
+from specmix.testing import reference_greedy, tiny_model
 from specmix.testing.models import tolerance
 
 
@@ -37,23 +35,27 @@ def test_rows_are_computed_once_when_first_asked_for_with_what_comes_along():
 
 
 class _SteppedHead(torch.nn.Module):
-    """A head whose calls cost one price up to ``cheap`` rows and three times it above, as CPU kernels do."""
+    """A head whose calls take 10 ms up to ``cheap`` rows and 30 ms above, as CPU kernels step, on a clock of its own."""
 
     def __init__(self, cheap):
         super().__init__()
-        self.weight, self.cheap, self.widths = torch.nn.Parameter(torch.zeros(5, 4)), cheap, set()
+        self.weight, self.cheap, self.widths, self.now = torch.nn.Parameter(torch.zeros(5, 4)), cheap, set(), 0.0
+
+    def clock(self) -> float:
+        return self.now
 
     def forward(self, rows):
         self.widths.add(rows.shape[0])
-        time.sleep(0.01 if rows.shape[0] <= self.cheap else 0.03)
+        self.now += 0.01 if rows.shape[0] <= self.cheap else 0.03
         return rows @ self.weight.T
 
 
 @pytest.mark.parametrize("cheap", [1, 3])
 def test_the_head_width_is_the_most_rows_one_call_takes_for_the_price_of_one(cheap):
     head = _SteppedHead(cheap)
-    costs = HeadCosts.measure(head, repeats=2)
-    assert costs.width == cheap and head.widths == set(range(1, 9)) and costs.screen is None
+    costs = HeadCosts.measure(head, repeats=2, timer=head.clock)
+    assert costs.rows == pytest.approx([0.01] * cheap + [0.03] * (MAX_WIDTH - cheap))
+    assert costs.width == cheap and head.widths == set(range(1, MAX_WIDTH + 1)) and costs.screen is None
 
 
 # One row costs 7, four cost about as much, and a screened argmax costs 4 (as measured on a two-core CPU).
@@ -110,18 +112,26 @@ def _chain_outputs(target, prompt, chain):
     return tree, target.forward_tree(tree)
 
 
+@pytest.mark.parametrize("width", [1, 3])
 @pytest.mark.parametrize("family", ["llama", "qwen3"])
-def test_a_plain_head_runs_on_the_rows_a_greedy_walk_reads_and_they_are_the_models_logits(family):
+def test_a_plain_head_runs_on_the_rows_a_greedy_walk_reads_and_they_are_the_models_logits(monkeypatch, family, width):
+    # A head on which one call takes ``width`` rows for the price of one, instead of what this machine times.
+    costs = HeadCosts(rows=[1.0] * width + [2.0] * (MAX_WIDTH - width))
+    monkeypatch.setattr(HeadCosts, "measure", classmethod(lambda cls, *args, **kwargs: costs))
     model = tiny_model(family)
     target = Target(model)
     assert target.lazy_head
-    prompt, chain = [3, 4, 5], [7, 8, 9, 10, 11, 12, 13, 14]
+    prompt = [3, 4, 5]
+    # The model's own next four tokens, then one it does not choose: the walk accepts four nodes and stops there.
+    greedy = reference_greedy(model, prompt, DecodeSettings(max_new_tokens=5, stop_ids=()))
+    chain = [*greedy[:4], (greedy[4] + 1) % target.vocab_size, 12, 13, 14]
     tree, out = _chain_outputs(target, prompt, chain)
     ctx = StepContext(step=0, tokens=torch.tensor(prompt), settings=DecodeSettings(), vocab_size=target.vocab_size,
                       max_depth=10)
     path, bonus = TreeVerifier().accept(tree, out.node_logits, ctx)
-    width = out.node_logits.width
-    assert out.node_logits.computed <= (len(path) // width + 1) * width
+    assert (path, bonus, out.node_logits.width) == ([1, 2, 3, 4], greedy[4], width)
+    # The walk reads the root and the four accepted nodes; a row it lacks comes with the next width - 1 down the chain.
+    assert out.node_logits.computed == (len(path) // width + 1) * width
     for node in range(tree.size):  # every row, computed now, is the model's own logit at that position
         ids = torch.tensor([prompt + chain[:node]])
         expected = model(input_ids=ids).logits[0, -1]

@@ -11,6 +11,7 @@ come whole from its forward, as before.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 import attrs
@@ -40,8 +41,9 @@ class HeadCosts:
     @classmethod
     @torch.no_grad()
     def measure(cls, head: torch.nn.Module, screen: ScreenedHead | None = None, repeats: int = 5,
-                slack: float = 1.25) -> HeadCosts:
-        """The fastest of ``repeats`` calls of ``head`` at each width, and of ``screen``, taking turns."""
+                slack: float = 1.25, timer: Callable[[], float] = time.perf_counter) -> HeadCosts:
+        """The fastest of ``repeats`` calls of ``head`` at each width, and of ``screen``, taking turns, as ``timer``
+        reads the seconds."""
         weight = head.weight
         generator = torch.Generator(device=weight.device).manual_seed(0)
         # Random rows, not zeros: on zeros every token ties, and a screen reads the whole weight again to decide.
@@ -51,7 +53,7 @@ class HeadCosts:
             calls.append(lambda: screen.argmax(rows[0]))
         if weight.device.type == "cuda":
             calls = [lambda call=call: (call(), torch.cuda.synchronize(weight.device)) for call in calls]
-        seconds = fastest(calls, repeats)
+        seconds = fastest(calls, repeats, timer)
         return cls(seconds[:MAX_WIDTH], seconds[MAX_WIDTH] if screen is not None else None, slack)
 
     @property
