@@ -157,13 +157,25 @@ def test_greedy_output_through_another_kernel_is_the_targets(tmp_path, monkeypat
         assert_parting_at_a_rounding_tie(model, prompt, ours, expected, f"the {kernel} kernels")
 
 
-def test_the_measured_choice_names_only_kernels_that_beat_the_plain_one():
+@pytest.mark.parametrize("packing", [False, pytest.param(True, marks=needs_packing)])
+def test_the_measured_choice_names_only_kernels_that_beat_the_plain_one_by_5_percent(monkeypatch, packing):
     layers = [torch.nn.Linear(64, 96, bias=False) for _ in range(4)]
-    kernels = RowKernels.measure(layers, repeats=2, max_rows=4)
-    assert set(kernels.chosen) == {(96, 64)} and set(kernels.chosen[(96, 64)]) <= {1, 2, 3, 4}
-    assert set(kernels.chosen[(96, 64)].values()) <= {COLUMNS, PACKED}
+    # Seconds of the plain, column and packed kernels at 1 to 4 rows, in the order they take turns: at 1 row the
+    # columns are 3% faster, not enough; at 2, 6% faster; at 3 only the packed kernel beats the plain one.
+    timings = iter([(1.0, 0.97, 1.2), (1.0, 0.94, 0.96), (1.0, 1.1, 0.5), (0.5, 0.6, 0.7)])
+    timed = []
+
+    def fastest(calls, repeats):
+        for call in calls:  # every kernel runs on the rows
+            call()
+        timed.append(len(calls))
+        return list(next(timings)[:len(calls)])
+
+    monkeypatch.setattr(row_kernels, "fastest", fastest)
+    kernels = RowKernels.measure(layers, repeats=2, max_rows=4, packing=packing)
+    assert timed == [3 if packing else 2] * 4
+    assert kernels.chosen == {(96, 64): {2: COLUMNS, 3: PACKED} if packing else {2: COLUMNS}}
     assert RowKernels.from_json(kernels.to_json()) == kernels
-    assert PACKED not in RowKernels.measure(layers, repeats=2, max_rows=4, packing=False).chosen[(96, 64)].values()
 
 
 def test_a_cost_curve_is_kept_per_kernel_choice(tmp_path, monkeypatch):
