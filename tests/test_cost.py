@@ -100,7 +100,7 @@ def test_measured_curves_are_cached_per_model_device_and_dtype(tmp_path, monkeyp
     monkeypatch.setenv("SPECMIX_CACHE_DIR", str(tmp_path))
     target = Target(tiny_model(max_length=64))
     quick = measure(target, sizes=(1, 2, 4), context=8, repeats=1)
-    assert quick.sizes == (1, 2, 4) and all(s > 0 for s in quick.seconds)
+    assert quick.sizes == (1, 2, 4)
     assert (quick.context, quick.longer_context) == (8, 64 - 4 - 1) and len(quick.longer) == 3  # as long as fits
     curve = cost_curve_for(target)
     files = list((tmp_path / "cost-curves").glob("*float64*.json"))

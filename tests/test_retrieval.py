@@ -80,8 +80,7 @@ def test_a_match_extended_by_what_followed_is_the_range_of_the_longer_pattern(te
 def test_continuations_count_what_followed_the_match_and_go_most_frequent_first(texts, context):
     store = Datastore.of(texts)
     match = store.longest_match(context, longest=6)
-    if match is None:
-        return
+    assume(match is not None)  # not a silent pass: hypothesis fails the test where too few contexts match
     found = store.continuations(match, nodes=6, depth=3)
     assert found.counts[0] == match.count and len(found.tokens) <= 7
     paths = [()]
