@@ -12,20 +12,18 @@ import torch
 from specmix import contract
 from specmix.composition import Composition, Slot
 from specmix.errors import ConfigurationError, DecoderBusyError
-from specmix.kernels.clock import StepClock
 from specmix.settings import DecodeSettings
 from specmix.sizing.cost import CostCurve
+from specmix.sizing.ledger import Ledger
 from specmix.sizing.measure import cost_curve_for
-from specmix.sizing.mixing import Mix, Solo
-from specmix.sizing.payoff import DrafterPayoff
+from specmix.sizing.mixing import Drafters, drafting_policy
 from specmix.sizing.step_costs import StepCosts
 from specmix.sizing.step_rate import StepRate
+from specmix.step_timer import StepTimer
 from specmix.target import Target
 from specmix.text import Prompt, TextStream, encode
+from specmix.tree import TokenTree
 from specmix.values import Generation, Proposal, Step, StepContext, StepStats, Verdict
-
-STEP_PARTS = ("draft", "build", "select", "verify", "observe")
-"""The parts of a step that :class:`StepStats` times (a step with no drafter asked has no drafting time)."""
 
 
 class Decoder:
@@ -41,13 +39,15 @@ class Decoder:
     """
 
     def __init__(self, model, composition: Composition, *, tokenizer=None, cost_curve: CostCurve | None = None,
-                 static: bool | None = None, cache_dir=None, learn_costs: bool | None = None):
+                 static: bool | None = None, cache_dir=None, learn_costs: bool | None = None, fast: bool | None = None):
         """``static``: bucketed forward sizes over a fixed-capacity cache, as CUDA graphs on CUDA (None: on CUDA only).
         ``cache_dir``: where measured cost curves are kept (default: ``$SPECMIX_CACHE_DIR`` or ``~/.cache/specmix``).
         ``learn_costs``: scale the cost curve by what this decoder's steps take against it (:attr:`step_costs`), and
         weigh each position against the tokens per second its steps bring (:attr:`step_rate`); None: unless
-        ``cost_curve`` is given, which is then taken as it is, each step sized for its own best rate."""
-        self.target = Target(model, static, cache=cache_dir)
+        ``cost_curve`` is given, which is then taken as it is, each step sized for its own best rate.
+        ``fast``: the fast CPU paths (:mod:`specmix.kernels`), on specmix's own copy of a model it did not load, which
+        it never changes; None: on for a model :func:`specmix.load` loaded, off for the caller's own."""
+        self.target = Target(model, static, cache=cache_dir, fast=fast)
         self.tokenizer = tokenizer
         self.composition = composition
         self._cost_curve, self._cache_dir = cost_curve, cache_dir
@@ -57,19 +57,21 @@ class Decoder:
                 slot.component.attach(self.target)
         self.layers = tuple(sorted({layer for slot in composition.drafters for layer in slot.component.hidden_layers}))
         self.target.check_layers(self.layers)
-        # A composition that sizes its work by the cost curve also has its drafters earn their place on it.
-        count = len(composition.drafters)
-        priced = composition.needs_cost_curve
-        calibrated = [slot.component.calibrated for slot in composition.drafters]
-        self._mix = Solo(DrafterPayoff(1) if priced else None, calibrated[0]) if count == 1 else Mix(
-            count, payoff=DrafterPayoff(Mix.slots(count)) if priced else None, calibrated=calibrated)
-        learn = cost_curve is None if learn_costs is None else learn_costs
-        self.step_costs = StepCosts() if learn else None
+        self._drafting = drafting_policy([slot.component.calibrated for slot in composition.drafters],
+                                         priced=composition.needs_cost_curve)
+        self._ledger = Ledger(self._drafting, learn=cost_curve is None if learn_costs is None else learn_costs)
+
+    @property
+    def step_costs(self) -> StepCosts | None:
         """What this decoder's steps took against the cost curve's price, kept across generations; selectors and
         the drafter payoff see the curve scaled by it (None: the curve as it is)."""
-        self.step_rate = StepRate() if learn else None
+        return self._ledger.step_costs
+
+    @property
+    def step_rate(self) -> StepRate | None:
         """The tokens per second this decoder's steps bring, kept across generations; selectors size trees against
         it (None: each step for its own best rate)."""
+        return self._ledger.step_rate
 
     @property
     def cost_curve(self) -> CostCurve:
@@ -112,61 +114,67 @@ class Decoder:
 
     def _steps(self, prompt: Prompt, settings: DecodeSettings, chat: bool | None) -> Iterator[Step]:
         run = _Run(self, self._check_prompt(encode(self.tokenizer, prompt, chat)), settings)
-        drafters, builders, selector, verifier = (self.composition.drafters, self.composition.builders,
-                                                  self.composition.selector, self.composition.verifier)
-        self.target.reset()
-        hidden = self.target.prefill(run.prompt[:-1], self.layers)
-        for drafter in drafters:
-            with drafter.blame("start"):
-                drafter.component.start(run.prompt, hidden)
-        self._mix.start()
+        self._prefill(run.prompt)
         for index in itertools.count():
-            began_step = time.perf_counter()
-            ctx, clock = run.context(index), StepClock()
-            proposals, trees, spent = [], [], []
-            for number, (drafter, builder) in enumerate(zip(drafters, builders)):
-                began = time.perf_counter()
-                if self._mix.ask(number, trees):
-                    with clock("draft"):
-                        proposals.append(_proposed(drafter, ctx))
-                    with clock("build"):
-                        trees.append(_built(builder, proposals[-1], ctx))
-                else:
-                    proposals.append(None)
-                    trees.append(None)
-                spent.append(time.perf_counter() - began)
-            with clock("build"):
-                tree, proposal = self._mix.merge(trees, proposals, ctx)
-            with clock("select"), selector.blame("select"):
-                tree = contract.checked_tree(selector, selector.component.select(tree, proposal, ctx), ctx)
-            verified = run.riders_in_context(proposal)
-            self.target.pad_to = None if ctx.cost is None else ctx.cost.padded_size
-            forwarded = self.target.tree_seconds
-            with clock("verify"), verifier.blame("verify"):
-                verdict = verifier.component.verify(self.target, tree, verified, ctx, self.layers)
-                verdict = contract.checked_verdict(verifier, verdict, tree, verified, self.layers)
-            # The tree forward alone where it can be timed: head rows the walk reads cost by how far it goes, not by
-            # the tree's size, and would make large trees, which accept more, look dearer than they are.
-            forwarded = None if forwarded is None else self.target.tree_seconds - forwarded
-            run.record_cost(verdict, forwarded or clock.seconds["verify"])
+            timer, ctx = StepTimer(len(self.composition.drafters)), run.context(index)
+            tree, proposal = self._propose(ctx, timer)
+            with timer("select"):
+                tree = self._select(tree, proposal, ctx)
+            proposal = run.riders_in_context(proposal)
+            with timer("verify"):
+                verdict = self._verify(tree, proposal, ctx)
+            forward = self.target.last_forward
             committed, reason = run.commit(verdict)
             if reason is None:
-                contract.check_cache(verifier, self.target, run.tokens, new=len(verdict.path) + 1)
-            with clock("observe"):
-                with selector.blame("observe"):
-                    selector.component.observe(verdict, ctx)
-                for source, (drafter, view) in enumerate(zip(drafters, self._mix.share(verdict))):
-                    began = time.perf_counter()
-                    with drafter.blame("observe"):
-                        drafter.component.observe(view, ctx)
-                    spent[source] += time.perf_counter() - began
-            self._mix.settle(verdict, spent, clock.seconds, len(committed), ctx.cost)
-            if self.step_rate is not None:
-                self.step_rate.record(len(committed), time.perf_counter() - began_step)
-            yield run.step(committed, reason, _stats(index, verified, verdict, committed, clock, self._mix.credit(verdict),
-                                                         self._mix.asked))
+                contract.check_cache(self.composition.verifier, self.target, run.tokens, new=len(verdict.path) + 1)
+            self._observe(verdict, ctx, timer)
+            self._ledger.settle(verdict, len(committed), timer, forward, ctx.cost)
+            yield run.step(committed, reason, _stats(index, proposal, verdict, committed, timer, self._drafting))
             if reason:
                 return
+
+    def _prefill(self, prompt: torch.Tensor) -> None:
+        """Every prompt token but the last into the cache; each drafter starts from their hidden states."""
+        self.target.reset()
+        hidden = self.target.prefill(prompt[:-1], self.layers)
+        for drafter in self.composition.drafters:
+            with drafter.blame("start"):
+                drafter.component.start(prompt, hidden)
+        self._drafting.start()
+
+    def _propose(self, ctx: StepContext, timer: StepTimer) -> tuple[TokenTree, Proposal]:
+        """Each drafter the policy asks proposes and its builder builds; the trees are merged into one."""
+        proposals: list[Proposal | None] = []
+        trees: list[TokenTree | None] = []
+        for number, (drafter, builder) in enumerate(zip(self.composition.drafters, self.composition.builders)):
+            asked = self._drafting.ask(number, trees)
+            with timer("draft", number):
+                proposals.append(_proposed(drafter, ctx) if asked else None)
+            with timer("build", number):
+                trees.append(None if proposals[-1] is None else _built(builder, proposals[-1], ctx))
+        with timer("build"):
+            return self._drafting.merge(trees, proposals, ctx)
+
+    def _select(self, tree: TokenTree, proposal: Proposal, ctx: StepContext) -> TokenTree:
+        selector = self.composition.selector
+        with selector.blame("select"):
+            return contract.checked_tree(selector, selector.component.select(tree, proposal, ctx), ctx)
+
+    def _verify(self, tree: TokenTree, proposal: Proposal, ctx: StepContext) -> Verdict:
+        verifier = self.composition.verifier
+        with verifier.blame("verify"):
+            verdict = verifier.component.verify(self.target, tree, proposal, ctx, self.layers)
+            return contract.checked_verdict(verifier, verdict, tree, proposal, self.layers)
+
+    def _observe(self, verdict: Verdict, ctx: StepContext, timer: StepTimer) -> None:
+        selector = self.composition.selector
+        with timer("observe"):
+            with selector.blame("observe"):
+                selector.component.observe(verdict, ctx)
+            views = self._drafting.share(verdict)
+        for number, (drafter, view) in enumerate(zip(self.composition.drafters, views)):
+            with timer("observe", number), drafter.blame("observe"):
+                drafter.component.observe(view, ctx)
 
     def _check_prompt(self, prompt) -> torch.Tensor:
         ids = torch.as_tensor(prompt)
@@ -197,11 +205,11 @@ def _built(builder: Slot, proposal: Proposal, ctx: StepContext):
         return contract.checked_tree(builder, builder.component.build(proposal, ctx), ctx)
 
 
-def _stats(index: int, proposal: Proposal, verdict: Verdict, committed: tuple[int, ...], clock: StepClock,
-           credit: tuple[int, ...], asked: list[bool]) -> StepStats:
+def _stats(index: int, proposal: Proposal, verdict: Verdict, committed: tuple[int, ...], timer: StepTimer,
+           drafting: Drafters) -> StepStats:
     return StepStats(step=index, tree_size=verdict.tree.size, riders=proposal.rider_count, accepted=len(verdict.path),
-                     committed=len(committed), accepted_from=credit, asked=tuple(asked),
-                     **{f"{part}_s": clock.seconds.get(part, 0.0) for part in STEP_PARTS})
+                     committed=len(committed), accepted_from=drafting.credit(verdict), asked=tuple(drafting.asked),
+                     **{f"{part}_s": seconds for part, seconds in timer.seconds.items()})
 
 
 class _Run:
@@ -215,9 +223,7 @@ class _Run:
             raise ConfigurationError(f"stop ids {outside[:5]} lie outside the vocabulary [0, {target.vocab_size})")
         self.stop_ids = frozenset(target.eos_ids if settings.stop_ids is None else settings.stop_ids)
         self.cost = decoder.cost_curve if decoder.composition.needs_cost_curve else None
-        self.step_costs = decoder.step_costs
-        self.step_rate = decoder.step_rate
-        self.curve_here: CostCurve | None = None  # the unscaled curve at the current step's context
+        self.ledger = decoder._ledger
         self.generator = torch.Generator()
         if settings.seed is None:
             self.generator.seed()
@@ -231,26 +237,10 @@ class _Run:
 
     def context(self, index: int) -> StepContext:
         room = min(self.settings.max_new_tokens - self.produced, self.target.max_length - len(self.tokens))
+        cost, rate = self.ledger.price(self.cost, len(self.tokens))
         return StepContext(step=index, tokens=self.buffer[: len(self.tokens)], settings=self.settings,
-                           vocab_size=self.target.vocab_size, max_depth=room - 1,
-                           cost=self.priced(), generator=self.generator, stop_ids=self.stop_ids,
-                           rate=None if self.cost is None or self.step_rate is None else self.step_rate.rate)
-
-    def priced(self) -> CostCurve | None:
-        """The curve at this step's context (kept for :meth:`record_cost`), scaled by what steps have taken."""
-        self.curve_here = None if self.cost is None else self.cost.at(len(self.tokens))
-        if self.curve_here is None or self.step_costs is None:
-            return self.curve_here
-        return self.step_costs.scaled(self.curve_here)
-
-    def record_cost(self, verdict: Verdict, seconds: float) -> None:
-        """Record what verifying took against the step's unscaled curve's price for the forward it ran."""
-        if self.curve_here is None or self.step_costs is None:
-            return
-        riders = 0 if verdict.rider_logits is None else verdict.rider_logits.shape[0]
-        forward = verdict.tree.size + riders
-        positions = forward if self.target.pad_to is None else self.target.pad_to(forward)
-        self.step_costs.record(positions, seconds, self.curve_here)
+                           vocab_size=self.target.vocab_size, max_depth=room - 1, cost=cost, generator=self.generator,
+                           stop_ids=self.stop_ids, rate=rate)
 
     def riders_in_context(self, proposal: Proposal) -> Proposal:
         """The proposal without its riders if any would sit past the model's context (its drafter then sees no rider logits)."""

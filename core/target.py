@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +20,7 @@ from specmix.kernels.row_kernels import RowKernels, active, switch_layers
 from specmix.kernels.screened_head import ScreenedHead
 from specmix.kernels.static_shapes import INITIAL_CAPACITY, StaticShapes, padded
 from specmix.kv_cache import PreallocatedCache
+from specmix.loading import _one_line, loaded_by_specmix
 from specmix.paths import cache_dir
 from specmix.tree import TokenTree
 from specmix.values import Riders
@@ -28,6 +30,15 @@ def _ids(value) -> tuple[int, ...]:
     if value is None:
         return ()
     return tuple(int(v) for v in (value if isinstance(value, (list, tuple)) else [value]))
+
+
+@attrs.frozen
+class TreeForward:
+    """What one tree forward ran: its positions (padding included) and its seconds (None where it cannot be timed
+    alone, off the CPU)."""
+
+    positions: int
+    seconds: float | None
 
 
 @attrs.frozen
@@ -73,6 +84,17 @@ def _plain_head_decoder(model, head):
         return None
 
 
+def _own_copy(model):
+    """A copy of ``model``'s modules and configs that shares its parameters and buffers: what the target sets on it
+    (eval mode, attention, matrix kernels) leaves ``model`` as it was, at no cost in weight memory."""
+    shared = {id(tensor): tensor for tensor in [*model.parameters(), *model.buffers()]}
+    try:
+        return copy.deepcopy(model, memo=shared)
+    except Exception as exc:  # whatever a module holds that deepcopy cannot take (a lock, a non-leaf tensor)
+        raise ConfigurationError(f"specmix decodes on its own copy of a model it did not load, and this one cannot be "
+                                 f"copied ({_one_line(exc)}); give specmix.load its id or directory instead") from exc
+
+
 class Target:
     """One HF decoder model plus the cache of the generation in progress.
 
@@ -84,18 +106,26 @@ class Target:
 
     With ``static`` shapes (the default on CUDA) forwards are padded to bucket sizes over
     a fixed-capacity cache (``capacity`` tokens at first, doubled when full) and replayed
-    as CUDA graphs there (see :mod:`specmix.kernels.static_shapes`). Off CUDA, a model on transformers' ``sdpa``
-    attention is switched to :mod:`specmix.kernels.grouped_attention`, which computes the same outputs without
-    copying key/value heads.
+    as CUDA graphs there (see :mod:`specmix.kernels.static_shapes`). With ``fast`` CPU paths, a model on
+    transformers' ``sdpa`` attention is switched to :mod:`specmix.kernels.grouped_attention`, which computes the same
+    outputs without copying key/value heads, and its linear layers to :mod:`specmix.kernels.row_kernels`.
+
+    A model specmix loaded itself (:func:`specmix.loading.load_model`) is run, and switched, in place; any other
+    model is run through a copy of its modules that shares its weights, so that the caller's model never changes
+    (changes made to its modules afterwards do not reach the target either).
 
     Everything that runs the model or touches the cache runs in ``torch.inference_mode``, which
     skips autograd's bookkeeping on each of a forward's thousand-odd small operations (on two
     CPU cores, 3 ms of a 44 ms one-token forward); the logits and hidden states it returns are
     inference tensors, to be read, or cloned before being changed in place.
     """
-    def __init__(self, model, static: bool | None = None, capacity: int = INITIAL_CAPACITY, cache=None):
-        """``cache``: where the choice of matrix kernels is kept (see :mod:`specmix.kernels.row_kernels`)."""
-        self.model = model.eval()
+    def __init__(self, model, static: bool | None = None, capacity: int = INITIAL_CAPACITY, cache=None,
+                 fast: bool | None = None):
+        """``cache``: where the choice of matrix kernels is kept (see :mod:`specmix.kernels.row_kernels`).
+        ``fast``: the fast CPU paths (None: on for a model specmix loaded, off for a caller's)."""
+        own = loaded_by_specmix(model)
+        fast = own if fast is None else fast
+        model = self.model = (model if own else _own_copy(model)).eval()
         config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
         self.num_layers = int(config.num_hidden_layers)
@@ -123,20 +153,17 @@ class Target:
                                      "kernel returned wrong values on some calls; use attention='sdpa'")
         if static is None:
             static = cuda and not flex
-        if not cuda:
+        if fast and not cuda:
             group_queries(model)  # the same outputs, without copying key/value heads (see specmix.kernels.grouped_attention)
         self._static = StaticShapes(model, graphs=cuda, capacity=capacity) if static else None
         self._kernel_cache = cache
-        self.row_kernels: RowKernels | None = None if static else switch_layers(model, measured_name(model), cache)
+        self.row_kernels: RowKernels | None = (switch_layers(model, measured_name(model), cache) if fast and not static
+                                               else None)
         """The matrix kernels this target's forwards take where they are faster (None: the model's own)."""
         self._decoder = None if static else _plain_head_decoder(model, self._head)
         self._head_costs: HeadCosts | None = None
-        self.pad_to: Callable[[int], int] | None = None
-        """How many tokens a tree forward of ``n`` runs at, where some larger size costs less (the engine sets it
-        from the step's cost curve: :meth:`CostCurve.padded_size`); None: ``n`` itself."""
-        self.tree_seconds: float | None = 0.0 if self.device.type == "cpu" else None
-        """Seconds spent in :meth:`forward_tree` so far, head rows read later excluded; None off the CPU,
-        where a forward returns before its kernels finish, so only a later read of its output could time it."""
+        self.last_forward: TreeForward | None = None
+        """The last :meth:`forward_tree`: the positions it ran and its seconds (head rows read later excluded)."""
         self.screen: ScreenedHead | None = None
         """The exact greedy argmax of the LM head through a float16 copy (:mod:`specmix.kernels.screened_head`), where
         the head runs on the rows a walk reads and this is faster than one float32 row; None: rows decide."""
@@ -197,6 +224,7 @@ class Target:
             self._dynamic_cache = PreallocatedCache()
         else:
             self._static.reset()
+        self.last_forward = None
         self._held: list[int] = []  # token ids in the cache, in order
         self._positions: list[int] = []  # and the position each was written at
         self._appended: list[tuple[int, int]] = []  # what the last forward wrote, padding as (-1, -1)
@@ -220,22 +248,27 @@ class Target:
             raise ConfigurationError(f"hidden layers {bad} do not exist; this target has layers 0..{self.num_layers}")
 
     @torch.inference_mode()
-    def forward_tree(self, tree: TokenTree, riders: Riders | None = None, layers: Sequence[int] = ()) -> TreeOutputs:
+    def forward_tree(self, tree: TokenTree, riders: Riders | None = None, layers: Sequence[int] = (),
+                     pad_to: Callable[[int], int] | None = None) -> TreeOutputs:
         """Append the root and nodes of ``tree`` (``N``) and ``riders`` (``R``) after the cache, in one forward.
 
         Node ``i`` sits at the root's position plus its depth and sees the cache and its
         ancestors; rider ``r`` sits at the root's position plus ``riders.offsets[r]`` and
         sees the cache, the root and the riders its row of ``riders.visible`` names.
         Nodes and riders never see each other. :meth:`commit` then keeps an accepted path.
+        ``pad_to(n)``: the size to run a forward of ``n`` positions at, where a larger one costs less
+        (:meth:`CostCurve.padded_size`); the padding sees only itself and is dropped on commit.
         """
         start = time.perf_counter()
         with active(self.row_kernels):
-            outputs = self._forward_tree(tree, riders, layers)
-        if self.tree_seconds is not None:
-            self.tree_seconds += time.perf_counter() - start
+            outputs, positions = self._forward_tree(tree, riders, layers, pad_to)
+        # Off the CPU a forward returns before its kernels finish: only a later read of its output could time it.
+        seconds = time.perf_counter() - start if self.device.type == "cpu" else None
+        self.last_forward = TreeForward(positions, seconds)
         return outputs
 
-    def _forward_tree(self, tree: TokenTree, riders: Riders | None, layers: Sequence[int]) -> TreeOutputs:
+    def _forward_tree(self, tree: TokenTree, riders: Riders | None, layers: Sequence[int],
+                      pad_to: Callable[[int], int] | None) -> tuple[TreeOutputs, int]:
         size, count = tree.size, 0 if riders is None else riders.count
         root_position = self.length
         ids, positions = tree.tokens, root_position + torch.tensor(tree.depth_list)
@@ -248,16 +281,16 @@ class Target:
             positions = torch.cat([positions, root_position + riders.offsets])
         else:
             visible = tree.ancestor_mask()
-        ids, positions, visible = self._padded(ids, positions, visible)
-        end = size + count
+        ids, positions, visible = self._padded(ids, positions, visible, pad_to)
+        end, ran = size + count, ids.shape[0]
         if self._decoder is None:
             logits, hidden = self.forward(ids, positions, visible, layers)
             return TreeOutputs(logits[:size], None if riders is None else logits[size:end],
-                               {layer: states[:size] for layer, states in hidden.items()})
+                               {layer: states[:size] for layer, states in hidden.items()}), ran
         final, hidden = self._forward_final(ids, positions, visible, layers)
         return TreeOutputs(NodeLogits.lazy(final[:size], self._head_rows, self.vocab_size, self._head_costs, self.screen),
                            None if riders is None else self._head_rows(final[size:end]),
-                           {layer: states[:size] for layer, states in hidden.items()})
+                           {layer: states[:size] for layer, states in hidden.items()}), ran
 
     @torch.inference_mode()
     def _head_rows(self, final: torch.Tensor) -> torch.Tensor:
@@ -265,11 +298,12 @@ class Target:
         with active(self.row_kernels):
             return self._head(final)
 
-    def _padded(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor):
-        """A tree forward grown to the size :attr:`pad_to` names with copies of the root that see only themselves
+    def _padded(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor,
+                pad_to: Callable[[int], int] | None):
+        """A tree forward grown to the size ``pad_to`` names with copies of the root that see only themselves
         (static shapes pad on their own); :meth:`commit` drops them with the rejected nodes."""
         count = ids.shape[0]
-        size = count if self._static is not None or self.pad_to is None else self.pad_to(count)
+        size = count if self._static is not None or pad_to is None else pad_to(count)
         return (ids, positions, visible) if size <= count else padded(ids, positions, visible, size)
 
     def commit(self, path: Sequence[int]) -> None:

@@ -64,7 +64,7 @@ def _claim(token, logprob):
 def test_a_calibrated_drafters_claim_stands_alone_and_an_uncalibrated_ones_is_learnt():
     mix = Mix(2, Calibration(explore=0.0), calibrated=[True, False])
     tree = _learn(mix, [None, _claim(4, -0.05)], taken=None)  # drafter 1 claims 0.95 for a token never taken
-    assert math.exp(float(tree.logprobs[1])) < 0.2 and mix.calibration.counts.keys() == {((1, "alone"), 1, 8)}
+    assert math.exp(float(tree.logprobs[1])) < 0.2 and mix.calibration.odds.counts.keys() == {((1, "alone"), 1, 8)}
     tree, _ = mix.merge([_claim(4, -0.05), None], [Proposal(tree=_claim(4, -0.05)), None], _ctx())
     assert float(tree.logprobs[1]) == pytest.approx(-0.05)  # the calibrated drafter's own estimate, untouched
 
@@ -98,7 +98,8 @@ class _Recording(DrafterPayoff):
                                           ((0.005, 0.005), [0.5, 1.5])])
 def test_a_drafter_gains_the_accepted_nodes_it_alone_proposed_and_shared_ones_go_to_the_cheapest(costs, gains):
     mix = Mix(2, Calibration(explore=0.0), payoff=_Recording(4), covered=10.0)
-    mix.payoff.cost = [costs[0], 0.0, costs[1], 0.0]  # the drafters' recent costs per step, in the slots in play
+    for slot, cost in ((0, costs[0]), (2, costs[1])):  # the drafters' recent costs per step, in the slots in play
+        mix.payoff.spend[slot].add(cost)
     first = TokenTree(tokens=[0, 1, 2], parents=[-1, 0, 1], vocab_size=16, logprobs=[0, -0.1, -0.5])
     second = TokenTree(tokens=[0, 1, 3], parents=[-1, 0, 1], vocab_size=16, logprobs=[0, -2.0, -0.2])
     assert mix.ask(0, [None, None]) and mix.ask(1, [first, None])
@@ -185,4 +186,4 @@ def test_a_lone_drafter_with_its_own_scores_answers_for_the_positions_verified_o
     verdict = Verdict(tree=tree, path=(), bonus=5, logits=torch.zeros(3, 16), rider_logits=riders)
     curve = CostCurve(sizes=[1, 3, 5], seconds=[0.050, 0.070, 0.074])
     solo.settle(verdict, [0.003], {"select": 0.002, "verify": verify}, 1, curve)
-    assert solo.payoff.cost[0] == pytest.approx(answers_for)
+    assert solo.payoff.cost(0) == pytest.approx(answers_for)

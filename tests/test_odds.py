@@ -15,9 +15,9 @@ def test_counts_reached_nodes_with_children_as_continued_or_not():
     tree = TokenTree.from_paths(0, [[1, 2, 3], [4]], vocab_size=8)  # 1:1 2:2 3:3 4:4
     odds = ContinuationOdds(prior=0.5, weight=2)
     odds.record(_verdict(tree, (1,)), key=lambda node: tree.depth_list[node])
-    assert odds.counts[0] == [1, 1]  # the root went on to node 1
-    assert odds.counts[1] == [0, 1]  # node 1 had a child but the walk stopped there
-    assert 2 not in odds.counts  # node 2 was never reached
+    assert odds.evidence(0) == (1, 1)  # the root went on to node 1
+    assert odds.evidence(1) == (0, 1)  # node 1 had a child but the walk stopped there
+    assert 2 not in odds.odds.counts  # node 2 was never reached
     assert odds.logprob(0) == pytest.approx(math.log(2 / 3))
     assert odds.logprob(7) == pytest.approx(math.log(0.5))
     odds.reset()
@@ -38,7 +38,7 @@ def test_exploring_odds_are_optimistic_until_evidence_accumulates_and_forget_old
     assert exploring.probability("k") > plain.probability("k") + 0.1
     for _ in range(200):
         exploring.record(_verdict(tree, ()), key=lambda node: "k")
-    assert exploring.counts["k"][1] < 8.01  # only about `memory` observations are kept
+    assert exploring.evidence("k")[1] < 8.01  # only about `memory` observations are kept
     assert 0.05 < exploring.probability("k") < 0.2  # still worth a try now and then
     with pytest.raises(ConfigurationError, match="memory > 1"):
         ContinuationOdds(memory=1)

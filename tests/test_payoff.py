@@ -1,6 +1,5 @@
 """Drafters of a mix that do not pay sit steps out, come back on trial, and output stays the target's own."""
 
-import time
 
 import pytest
 
@@ -80,10 +79,11 @@ class _Counting(Drafter):
 
     produces = frozenset({Capability.TREE})
     proposed = observed = 0
+    clock = None  # the test's clock
 
     def propose(self, ctx):
         type(self).proposed += 1
-        time.sleep(0.01)  # a pass that costs more than the tiny target's whole step
+        type(self).clock.advance(0.01)  # a pass that costs more than the tiny target's whole step
         paths = [[ctx.vocab_size - 1]] if ctx.max_depth else []
         return Proposal(tree=TokenTree.from_paths(ctx.root, paths, ctx.vocab_size))
 
@@ -101,7 +101,8 @@ class _CountingPlugin:
     {"drafter": "never-right", "builder": "drafted", "selector": "budget", "verifier": "tree"},
     {"drafter": "never-right+kit-random-tree", "builder": "drafted+drafted", "selector": "budget", "verifier": "tree"},
 ], ids=["alone", "in-a-mix"])
-def test_a_drafter_that_never_pays_sits_out_and_still_observes_every_step(names):
+def test_a_drafter_that_never_pays_sits_out_and_still_observes_every_step(names, fake_time):
+    _Counting.clock = fake_time
     registry = kit_registry([_CountingPlugin()])
     model = tiny_model("llama")
     decoder = make_decoder(registry, names, model, seed=1)

@@ -171,8 +171,8 @@ def test_learns_from_the_verified_nodes_it_proposed_whose_parent_was_reached(dra
     verified = TokenTree(tokens=[1, 2, 3], parents=[-1, 0, 1], vocab_size=10)
     assert proposed.token_list[1] == 2
     drafter.observe(Verdict(tree=verified, path=(1,), bonus=6, logits=torch.zeros(3, 10)), None)
-    assert drafter.odds.counts[first] == pytest.approx([1, 1])
-    assert drafter.odds.counts[deeper][1] == pytest.approx(1) and drafter.odds.counts[deeper][0] == 0
+    assert drafter.odds.evidence(first) == pytest.approx((1, 1))
+    assert drafter.odds.evidence(deeper)[1] == pytest.approx(1) and drafter.odds.evidence(deeper)[0] == 0
     assert drafter.tokens == [1, 2, 6]
 
 

@@ -152,4 +152,4 @@ def test_a_decoder_tells_its_selector_every_verdict(registry, names, learns):
     calibrated already."""
     decoder = make_decoder(registry, names, tiny_model("llama"), seed=4)
     decoder.generate([3, 4, 5], DecodeSettings(max_new_tokens=24, stop_ids=()))
-    assert bool(decoder.composition.selector.component.calibration.sums) == learns
+    assert bool(decoder.composition.selector.component.calibration.learnt) == learns

@@ -1,8 +1,7 @@
-import time
-
+import attrs
 import pytest
 
-from specmix import CostCurve, Decoder, DecodeSettings, Registry
+from specmix import CostCurve, Decoder, DecodeSettings, Registry, Target
 from specmix.plugins.basic.budget_selector import BudgetSelector
 from specmix.plugins.basic.tree_verifier import TreeVerifier
 from specmix.sizing.step_costs import HIGHEST, StepCosts
@@ -65,8 +64,9 @@ def _selector_contexts(monkeypatch):
 
 
 @pytest.mark.parametrize("learn", [True, False])
-def test_selectors_see_the_curve_scaled_by_what_the_decoders_steps_took(monkeypatch, learn):
-    """The tiny model runs far under the 135M model's curve, so learnt prices fall below the curve's."""
+def test_selectors_see_the_curve_scaled_by_what_the_decoders_steps_took(monkeypatch, fake_time, learn):
+    """Steps timed far under the curve's price (a fraction of a millisecond on the test's clock against 79 ms) bring
+    learnt prices below the curve's."""
     contexts = _selector_contexts(monkeypatch)
     model, prompt, settings = tiny_model(), [3, 4, 5, 3, 4, 5, 3, 4], DecodeSettings(max_new_tokens=24)
     decoder = Decoder(model, Registry.load().compose("ngram"), cost_curve=CURVE, learn_costs=learn)
@@ -82,7 +82,8 @@ def test_selectors_see_the_curve_scaled_by_what_the_decoders_steps_took(monkeypa
 
 
 @pytest.mark.parametrize("learn", [True, False])
-def test_selectors_size_trees_at_the_rate_the_decoders_steps_bring_where_it_measures_them(monkeypatch, learn):
+def test_selectors_size_trees_at_the_rate_the_decoders_steps_bring_where_it_measures_them(monkeypatch, fake_time,
+                                                                                          learn):
     contexts = _selector_contexts(monkeypatch)
     model, prompt, settings = tiny_model(), [3, 4, 5, 3, 4, 5, 3, 4], DecodeSettings(max_new_tokens=16)
     decoder = Decoder(model, Registry.load().compose("ngram"), cost_curve=CURVE, learn_costs=learn)
@@ -99,20 +100,25 @@ FLAT_20_MS = CostCurve(sizes=(1, 2, 4, 8, 16, 32, 64), seconds=(0.02,) * 7)
 
 
 @pytest.mark.parametrize("forward_timed", [True, False])
-def test_steps_are_priced_by_their_tree_forward_not_by_the_walk_after_it(monkeypatch, forward_timed):
+def test_steps_are_priced_by_their_tree_forward_not_by_the_walk_after_it(monkeypatch, fake_time, forward_timed):
     """A walk that reads many head rows slows a step by how much it accepts, not by the tree's size; where the
     forward can be timed on its own (the CPU), that time is what the step's size is priced at."""
-    accept = TreeVerifier.accept
+    accept, forward_tree = TreeVerifier.accept, Target.forward_tree
 
     def slow_walk(self, tree, logits, ctx):
-        time.sleep(0.1)
+        fake_time.advance(0.1)  # five times the curve's price of any forward
         return accept(self, tree, logits, ctx)
 
+    def untimed_forward(self, *args, **kwargs):  # as off the CPU, where a forward returns before its work is done
+        outputs = forward_tree(self, *args, **kwargs)
+        self.last_forward = attrs.evolve(self.last_forward, seconds=None)
+        return outputs
+
     monkeypatch.setattr(TreeVerifier, "accept", slow_walk)
+    if not forward_timed:
+        monkeypatch.setattr(Target, "forward_tree", untimed_forward)
     model, prompt, settings = tiny_model(), [3, 4, 5, 3, 4, 5, 3, 4], DecodeSettings(max_new_tokens=8)
     decoder = Decoder(model, Registry.load().compose("ngram"), cost_curve=FLAT_20_MS, learn_costs=True)
-    if not forward_timed:
-        decoder.target.tree_seconds = None  # as off the CPU
     assert list(decoder.generate(prompt, settings).tokens) == reference_greedy(model, prompt, settings)
     ratios = decoder.step_costs.ratios.values()
     assert ratios and all((ratio < 1) == forward_timed for ratio in ratios)

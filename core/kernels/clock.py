@@ -1,25 +1,9 @@
-"""Wall-clock seconds: of the parts of one decoding step, and the fastest of repeated calls."""
+"""Wall-clock seconds: the fastest of repeated calls, for choosing between kernels."""
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator, Sequence
-
-
-class StepClock:
-    """``with clock("draft"): ...`` adds the seconds that part took; ``seconds`` maps parts to their totals."""
-
-    def __init__(self):
-        self.seconds: dict[str, float] = {}
-
-    @contextlib.contextmanager
-    def __call__(self, part: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[part] = self.seconds.get(part, 0.0) + time.perf_counter() - start
+from collections.abc import Callable, Sequence
 
 
 def fastest(calls: Sequence[Callable[[], object]], repeats: int,

@@ -29,9 +29,9 @@ bands, 0.65 on the claims as they were, for about as many positions).
 from __future__ import annotations
 
 import bisect
-import math
-from collections import defaultdict
 from collections.abc import Hashable
+
+from specmix.sizing.estimate import BetaOdds, DecayingAverage
 
 EDGES = (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.85)
 """Upper edges of the bands of claimed probability (the last band runs to 1)."""
@@ -39,11 +39,10 @@ EDGES = (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.85)
 
 class Calibration:
     def __init__(self, memory: float = 256.0, explore: float = 0.25, weight: float = 2.0):
-        self.keep, self.explore, self.weight = 1.0 - 1.0 / memory, explore, weight
-        self.reset()
+        self.odds = BetaOdds(weight=weight, explore=explore, memory=memory)
 
     def reset(self) -> None:
-        self.counts: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0])  # key -> [accepted, tried]
+        self.odds.reset()
 
     @staticmethod
     def _key(drafter: Hashable, depth: int, claimed: float) -> tuple[Hashable, int, int]:
@@ -51,15 +50,10 @@ class Calibration:
 
     def estimate(self, drafter: Hashable, depth: int, claimed: float) -> float:
         """The calibrated chance that a node ``drafter`` claims ``claimed`` for, at ``depth``, is accepted once reached."""
-        accepted, tried = self.counts[self._key(drafter, depth, claimed)]
-        seen = tried + self.weight
-        mean = (accepted + claimed * self.weight) / seen
-        return min(1.0, max(1e-6, mean + self.explore * math.sqrt(mean * (1 - mean) / (seen + 1))))
+        return self.odds.estimate(self._key(drafter, depth, claimed), prior=claimed)
 
     def record(self, drafter: Hashable, depth: int, claimed: float, accepted: bool) -> None:
-        counts = self.counts[self._key(drafter, depth, claimed)]
-        counts[0] = counts[0] * self.keep + accepted
-        counts[1] = counts[1] * self.keep + 1
+        self.odds.record(self._key(drafter, depth, claimed), accepted)
 
 
 class DepthScale:
@@ -73,21 +67,23 @@ class DepthScale:
     """
 
     def __init__(self, memory: float = 256.0, weight: float = 2.0):
-        self.keep, self.weight = 1.0 - 1.0 / memory, weight
+        self.memory, self.weight = memory, weight
         self.reset()
 
     def reset(self) -> None:
-        self.sums: dict[int, tuple[float, float]] = {}  # depth -> (tokens taken, tokens claimed), fading
+        self.taken = [DecayingAverage(self.memory, prior=(1.0, self.weight)) for _ in range(4)]  # tokens taken per claimed
+
+    @property
+    def learnt(self) -> bool:
+        """Whether any verdict has been recorded since the last reset."""
+        return any(average.weight > 0 for average in self.taken)
 
     def factor(self, depth: int) -> float:
-        taken, claimed = self.sums.get(min(depth, 3), (0.0, 0.0))
-        return (taken + self.weight) / (claimed + self.weight)
+        return self.taken[min(depth, 3)].mean
 
     def estimate(self, depth: int, claimed: float) -> float:
         """The chance that a node claimed at ``claimed`` to follow its parent, at ``depth``, is taken once reached."""
         return min(1.0, claimed * self.factor(depth))
 
     def record(self, depth: int, claimed: float, accepted: bool) -> None:
-        band = min(depth, 3)
-        taken, claims = self.sums.get(band, (0.0, 0.0))
-        self.sums[band] = (taken * self.keep + accepted, claims * self.keep + claimed)
+        self.taken[min(depth, 3)].add(float(accepted), weight=claimed)

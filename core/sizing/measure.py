@@ -58,7 +58,6 @@ def _times(target: Target, sizes: Sequence[int], context: int, repeats: int) -> 
     trees = [TokenTree.from_paths(chain[0], [chain[1:]] if len(chain) > 1 else [], target.vocab_size)
              for chain in chains]
     samples = [[] for _ in sizes]
-    padding, target.pad_to = target.pad_to, None  # each size at its own
     # Rounds over every size, not every repeat of one size in a row: a stretch of other work on the machine
     # then slows one round of all sizes, which the fastest of the rounds leaves out, instead of every sample
     # of one size: a false dip or step the selector would chase. A size faster than a smaller one is kept as
@@ -71,7 +70,6 @@ def _times(target: Target, sizes: Sequence[int], context: int, repeats: int) -> 
                 samples_of.append(time.perf_counter() - start)
             target.compact(torch.arange(0))
     target.reset()
-    target.pad_to = padding
     return [min(times) for times in samples]
 
 

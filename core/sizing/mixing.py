@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from typing import Protocol
 
 import attrs
 import torch
@@ -37,7 +38,53 @@ from specmix.tree import TokenTree
 from specmix.values import Proposal, Riders, StepContext, Verdict
 
 
-class Solo:
+class Drafters(Protocol):
+    """How the drafters of a composition share a step: :class:`Solo` for one, :class:`Mix` for several.
+
+    The engine asks it, per step and in order, whether each drafter proposes (:meth:`ask`), merges what they
+    built into one tree and proposal (:meth:`merge`), gives each drafter its view of the verdict (:meth:`share`),
+    credits the accepted tokens to the drafters that proposed them (:meth:`credit`), and, after commit, tells it
+    what each drafter gained and cost (:meth:`settle`).
+    """
+
+    asked: list[bool]
+    """Per drafter, whether it was asked this step."""
+
+    def start(self) -> None:
+        """A generation begins."""
+
+    def ask(self, drafter: int, trees: Sequence[TokenTree | None]) -> bool:
+        """Whether ``drafter`` proposes this step, given the trees of those before it (None: sat out)."""
+        ...
+
+    def merge(self, trees: Sequence[TokenTree | None], proposals: Sequence[Proposal | None],
+              ctx: StepContext) -> tuple[TokenTree, Proposal]:
+        """One tree and proposal from each drafter's (None where it sat out)."""
+        ...
+
+    def share(self, verdict: Verdict) -> list[Verdict]:
+        """The verdict as each drafter sees it."""
+        ...
+
+    def credit(self, verdict: Verdict) -> tuple[int, ...]:
+        """Per drafter, how many accepted nodes it had proposed."""
+        ...
+
+    def settle(self, verdict: Verdict, spent: Sequence[float], seconds: dict[str, float], committed: int,
+               cost: CostCurve | None) -> None:
+        """The step is committed: ``spent`` per drafter, ``seconds`` per part of the step, on the curve ``cost``."""
+
+
+def drafting_policy(calibrated: Sequence[bool], priced: bool) -> Drafters:
+    """The policy for drafters whose scores are (or are not) ``calibrated`` acceptance odds; where the composition
+    sizes its work by the cost curve (``priced``), each drafter also earns its place on it (:mod:`.payoff`)."""
+    if len(calibrated) == 1:
+        return Solo(DrafterPayoff(1) if priced else None, calibrated[0])
+    return Mix(len(calibrated), payoff=DrafterPayoff(Mix.slots(len(calibrated))) if priced else None,
+               calibrated=calibrated)
+
+
+class Solo(Drafters):
     """One drafter: its tree and proposal as they are; with a ``payoff``, the drafter sits out steps it does not pay for.
 
     The selector prices the nodes it verifies on the drafter's scores. Where those are acceptance odds learnt from
@@ -133,7 +180,7 @@ def _situation(source: int, proposers: dict[int, float], beside: set[int]) -> st
     return CONTESTED if beside - {source} else ALONE
 
 
-class Mix:
+class Mix(Drafters):
     """Several drafters: one merged tree, calibrated scores, riders side by side, one verdict each."""
 
     def __init__(self, drafters: int, calibration: Calibration | None = None, payoff: DrafterPayoff | None = None,
@@ -274,8 +321,8 @@ class Mix:
         gains = [0.0] * self.drafters
         for node in verdict.path:
             sources = list(self.claims[mapped[node]])
-            cheapest = min(self.payoff.cost[self.slot[source]] for source in sources)
-            credited = [source for source in sources if self.payoff.cost[self.slot[source]] == cheapest]
+            cheapest = min(self.payoff.cost(self.slot[source]) for source in sources)
+            credited = [source for source in sources if self.payoff.cost(self.slot[source]) == cheapest]
             for source in credited:
                 gains[source] += 1.0 / len(credited)
         forward = verdict.tree.size + sum(self.rider_counts)

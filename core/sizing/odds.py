@@ -8,10 +8,10 @@ time needs probabilities, so such drafters learn them from verdicts as they go.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping
 
 from specmix.errors import ConfigurationError
+from specmix.sizing.estimate import BetaOdds
 from specmix.values import Verdict
 
 
@@ -41,20 +41,15 @@ class ContinuationOdds:
             raise ConfigurationError(f"priors must lie in (0, 1); the ones for {outside[:3]} do not")
         if explore < 0 or (memory is not None and memory <= 1):
             raise ConfigurationError(f"explore must be >= 0 and memory > 1, got {explore} and {memory}")
-        self.prior, self.weight, self.explore = prior, weight, explore
-        self.priors = dict(priors or {})
-        self.keep = 1.0 if memory is None else 1.0 - 1.0 / memory
-        self.reset()
+        self.prior, self.priors = prior, dict(priors or {})
+        self.odds = BetaOdds(weight=weight, explore=explore, memory=memory)
 
     def reset(self) -> None:
         """Forget all evidence (a new generation starts)."""
-        self.counts: dict[Hashable, list[float]] = defaultdict(lambda: [0.0, 0.0])  # key -> [continued, tried]
+        self.odds.reset()
 
     def probability(self, key: Hashable) -> float:
-        continued, tried = self.counts[key]
-        seen = tried + self.weight
-        mean = (continued + self.priors.get(key, self.prior) * self.weight) / seen
-        return min(1.0, mean + self.explore * math.sqrt(mean * (1 - mean) / (seen + 1)))
+        return self.odds.estimate(key, prior=self.priors.get(key, self.prior))
 
     def logprob(self, key: Hashable) -> float:
         return math.log(self.probability(key))
@@ -62,15 +57,15 @@ class ContinuationOdds:
     def fade(self) -> None:
         """Let every key's evidence fade by one observation's worth with no new one (a step spent not drafting),
         so that a drafter that stopped gets tried again in time."""
-        for counts in self.counts.values():
-            counts[0] *= self.keep
-            counts[1] *= self.keep
+        self.odds.fade()
+
+    def evidence(self, key: Hashable) -> tuple[float, float]:
+        """How often the target went on under ``key``, and how often it was tried (both fading)."""
+        return self.odds.evidence(key)
 
     def count(self, key: Hashable, continued: bool) -> None:
         """One observation under ``key``: the target went on (or not)."""
-        counts = self.counts[key]
-        counts[0] = counts[0] * self.keep + continued
-        counts[1] = counts[1] * self.keep + 1
+        self.odds.record(key, continued)
 
     def record(self, verdict: Verdict, key: Callable[[int], Hashable]) -> None:
         """Count the reached nodes of ``verdict.tree`` that had children, under ``key(node)``."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from specmix.sizing.estimate import DecayingAverage
 from specmix.sizing.step_rate import StepRate
 
 
@@ -50,8 +51,8 @@ class DrafterPayoff:
 
     def reset(self) -> None:
         count = self.slots
-        self.gain, self.cost = [0.0] * count, [0.0] * count
-        self.seen = [0] * count  # steps measured since the last trial began
+        self.gain = [DecayingAverage(self.memory) for _ in range(count)]  # tokens only its drafter proposed, per step
+        self.spend = [DecayingAverage(self.memory) for _ in range(count)]  # seconds its drafter added, per step
         self.idle = [0] * count  # steps sat out in a row
         self.trial_left = [self.trial] * count
         self.recent = StepRate(self.memory)  # the whole step's tokens per second, this generation
@@ -60,18 +61,23 @@ class DrafterPayoff:
         """The whole step's recent tokens per second (0 before the first step)."""
         return self.recent.rate or 0.0
 
+    def cost(self, slot: int) -> float:
+        """The seconds ``slot``'s drafter recently added to a step (0 before it was measured)."""
+        return self.spend[slot].mean or 0.0
+
     def pays(self, slot: int) -> bool:
         """Whether ``slot``'s drafter costs next to nothing there, or its recent tokens per second, with optimism,
         reach the step's."""
-        cost, step = self.cost[slot], self.recent.step_seconds
+        cost, step = self.cost(slot), self.recent.step_seconds
         if step is not None and cost <= self.free * step:
             return True
-        return self.optimism * self.gain[slot] >= self.rate() * cost
+        return self.optimism * (self.gain[slot].mean or 0.0) >= self.rate() * cost
 
     def ask(self, slot: int) -> bool:
         """Whether the drafter measured in ``slot`` drafts this step: it is on trial, or it pays."""
-        if self.idle[slot] >= self.wait[slot]:
-            self.trial_left[slot], self.seen[slot] = self.trial, 0
+        if self.idle[slot] >= self.wait[slot]:  # a trial begins, measured afresh
+            self.trial_left[slot] = self.trial
+            self.gain[slot], self.spend[slot] = DecayingAverage(self.memory), DecayingAverage(self.memory)
             self.wait[slot] = min(2 * self.wait[slot], self.longest)
         if self.trial_left[slot] > 0:
             return True
@@ -89,8 +95,6 @@ class DrafterPayoff:
                 self.idle[slot] += 1
                 continue
             self.idle[slot] = 0
-            self.seen[slot] += 1
-            weight = max(1.0 / self.seen[slot], 1.0 / self.memory)  # a plain mean over a fresh trial, then a moving one
-            self.gain[slot] += (gain - self.gain[slot]) * weight
-            self.cost[slot] += (cost - self.cost[slot]) * weight
+            self.gain[slot].add(gain)
+            self.spend[slot].add(cost)
             self.trial_left[slot] = max(self.trial_left[slot] - 1, 0)

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import bisect
 
-import attrs
-
+from specmix.errors import ConfigurationError
 from specmix.sizing.cost import CostCurve
+from specmix.sizing.estimate import DecayingAverage
 
 WEIGHT = 0.1
 """Each step's weight in its size's running ratio (about the last ten steps of that size count)."""
@@ -26,35 +26,44 @@ LOWEST, HIGHEST = 0.5, 4.0
 """Bounds on one step's ratio: a step interrupted by other work on the machine moves the estimate this far at most."""
 
 
-@attrs.define
 class StepCosts:
     """Running ratios of what steps took to the curve's price, per measured size of the curve.
 
     A step of ``n`` positions counts for the smallest measured size at or above ``n``
     (the last size past it). A size without steps takes the ratio of the nearest smaller
     one that has them, since running over the curve grows with the rows; sizes below every
-    observed one keep the curve's price.
+    observed one keep the curve's price. Each size's ratio starts at 1, a prior that fades
+    like one more step (so a step moves it by ``weight``, as an exponential average).
     """
 
-    weight: float = attrs.field(default=WEIGHT, validator=attrs.validators.and_(attrs.validators.gt(0.0),
-                                                                                  attrs.validators.le(1.0)))
-    ratios: dict[int, float] = attrs.field(factory=dict)
+    def __init__(self, weight: float = WEIGHT):
+        if not 0 < weight <= 1:
+            raise ConfigurationError(f"a step's weight lies in (0, 1]; got {weight}")
+        self.memory = 1.0 / weight
+        self._by_size: dict[int, DecayingAverage] = {}
+
+    @property
+    def ratios(self) -> dict[int, float]:
+        """Per measured size with steps, the running ratio of what its steps took to its price."""
+        return {size: average.mean for size, average in self._by_size.items()}
 
     def record(self, positions: int, seconds: float, curve: CostCurve) -> None:
         """A step verified ``positions`` (as run, padding included) in ``seconds``, which ``curve``, the unscaled
         curve at the step's context, prices at ``curve.time_at(positions)``."""
         ratio = min(max(seconds / curve.time_at(positions), LOWEST), HIGHEST)
         size = _bucket(curve.sizes, positions)
-        old = self.ratios.get(size, 1.0)
-        self.ratios[size] = old + self.weight * (ratio - old)
+        if size not in self._by_size:
+            self._by_size[size] = DecayingAverage(self.memory, prior=(1.0, self.memory), fading_prior=True)
+        self._by_size[size].add(ratio)
 
     def scaled(self, curve: CostCurve) -> CostCurve:
         """``curve`` with each measured size's time scaled by its running ratio."""
-        if not self.ratios:
+        ratios = self.ratios
+        if not ratios:
             return curve
         factors, factor = [], 1.0
         for size in curve.sizes:
-            factor = self.ratios.get(size, factor)
+            factor = ratios.get(size, factor)
             factors.append(factor)
         return CostCurve(sizes=curve.sizes, seconds=[t * f for t, f in zip(curve.seconds, factors)],
                          context=curve.context)

@@ -13,30 +13,27 @@ LM head and the rest of a step included), kept across generations like the step 
 
 from __future__ import annotations
 
-from specmix.errors import ConfigurationError
+from specmix.sizing.estimate import DecayingAverage
 
 
 class StepRate:
     """Committed tokens per second over about the last ``memory`` steps (older ones fade geometrically)."""
 
     def __init__(self, memory: float = 64.0):
-        if memory < 1:
-            raise ConfigurationError(f"memory is a number of steps, at least 1; got {memory}")
-        self.keep = 1.0 - 1.0 / memory
-        self.tokens = self.seconds = self.steps = 0.0
+        self.per_second = DecayingAverage(memory)  # tokens over seconds
+        self.step = DecayingAverage(memory)  # seconds per step
 
     def record(self, tokens: int, seconds: float) -> None:
         """One step committed ``tokens`` in ``seconds``."""
-        self.tokens = self.tokens * self.keep + tokens
-        self.seconds = self.seconds * self.keep + seconds
-        self.steps = self.steps * self.keep + 1
+        self.per_second.add(tokens, weight=seconds)
+        self.step.add(seconds)
 
     @property
     def rate(self) -> float | None:
         """Recent tokens per second (None before the first step)."""
-        return self.tokens / self.seconds if self.seconds > 0 else None
+        return self.per_second.mean
 
     @property
     def step_seconds(self) -> float | None:
         """A recent step's mean time (None before the first step)."""
-        return self.seconds / self.steps if self.steps else None
+        return self.step.mean

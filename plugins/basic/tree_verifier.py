@@ -3,10 +3,12 @@
 import itertools
 import math
 import operator
+from collections.abc import Sequence
+from typing import cast
 
 import torch
 
-from specmix import Capability, Verdict, Verifier
+from specmix import Capability, Proposal, StepContext, Target, TokenTree, Verdict, Verifier
 from specmix.acceptance import greedy_walk, rejection_walk, sample_walk
 from specmix.kernels.node_logits import NodeLogits
 from specmix.sampling import target_probs, warpers
@@ -19,13 +21,14 @@ class _Rows:
     draft scores, the chance that the walk reads each of them decides whether a greedy walk computes them together
     or screens one argmax at a time."""
 
-    def __init__(self, tree, logits: NodeLogits):
+    def __init__(self, tree: TokenTree, logits: NodeLogits) -> None:
         self.tree, self.logits = tree, logits
-        self.scores = None if tree.logprobs is None else tree.logprobs.tolist()
+        self.scores: list[float] | None = None if tree.logprobs is None else tree.logprobs.tolist()
 
     def likely_next(self, node: int, length: int) -> list[int]:
         """Up to ``length`` nodes down from ``node``, each its parent's most probable child."""
-        chain, children = [], self.tree.children
+        chain: list[int] = []
+        children = self.tree.children
         while len(chain) < length and children[node]:
             node = children[node][0] if self.scores is None else max(children[node], key=self.scores.__getitem__)
             chain.append(node)
@@ -33,7 +36,8 @@ class _Rows:
 
     def chances(self, chain: list[int]) -> list[float]:
         """The chance, by the draft scores, that the walk reads each node of ``chain`` once it reads the one above."""
-        return list(itertools.accumulate((math.exp(self.scores[node]) for node in chain), operator.mul))
+        scores = cast("list[float]", self.scores)  # read only where the tree has draft scores
+        return list(itertools.accumulate((math.exp(scores[node]) for node in chain), operator.mul))
 
     def __call__(self, node: int) -> torch.Tensor:
         if self.logits.has(node):
@@ -53,14 +57,17 @@ class TreeVerifier(Verifier):
     produces = frozenset({Capability.HIDDEN_STATES, Capability.RIDER_LOGITS})
     uses = frozenset({Capability.RIDERS})
 
-    def verify(self, target, tree, proposal, ctx, hidden_layers):
-        out = target.forward_tree(tree, proposal.riders, hidden_layers)
+    def verify(self, target: Target, tree: TokenTree, proposal: Proposal, ctx: StepContext,
+               hidden_layers: Sequence[int]) -> Verdict:
+        # Padded to a larger forward where the step's cost curve prices that lower.
+        pad_to = None if ctx.cost is None else ctx.cost.padded_size
+        out = target.forward_tree(tree, proposal.riders, hidden_layers, pad_to=pad_to)
         path, bonus = self.accept(tree, out.node_logits, ctx)
         target.commit(path)
         return Verdict(tree=tree, path=tuple(path), bonus=bonus, logits=out.node_logits, rider_logits=out.rider_logits,
                        hidden=out.hidden_along(path))
 
-    def accept(self, tree, logits, ctx):
+    def accept(self, tree: TokenTree, logits: torch.Tensor | NodeLogits, ctx: StepContext) -> tuple[list[int], int]:
         """The accepted path and bonus token, given the target's logits at the tree's nodes (a tensor or
         :class:`NodeLogits`, of which only the rows the walk reaches are read)."""
         rows = _Rows(tree, NodeLogits.of(logits))
@@ -68,7 +75,7 @@ class TreeVerifier(Verifier):
             return greedy_walk(tree, rows)
         processors = warpers(ctx.settings)
 
-        def probs_at(node):
+        def probs_at(node: int) -> torch.Tensor:
             path_ids = torch.cat([ctx.tokens, tree.tokens[tree.path(node)]])
             return target_probs(rows(node), path_ids, processors)
 

@@ -3,7 +3,7 @@
 Riders cost every step (a larger forward) and pay later (the candidates they grow), so no
 single step says whether they pay. Each rider count is an arm: a step's payoff is the
 tokens it committed per second of forward time on the measured cost curve, and an arm's
-value is the mean of its last ``window`` payoffs. Every arm is tried for ``window`` steps
+value is the decaying mean of its payoffs over about its last ``window`` steps. Every arm is tried for ``window`` steps
 first, from the fewest riders that send any up to the most, and none last: on a CPU a couple
 of riders add next to nothing to the forward, so a PTD whose riders do not pay yet costs
 little while it finds out, and the pool its first riders grow is what later counts earn
@@ -14,9 +14,8 @@ and the defaults, about one step in eight explores).
 
 from __future__ import annotations
 
-from collections import deque
-
 from specmix.sizing.cost import CostCurve
+from specmix.sizing.estimate import DecayingAverage
 
 
 class RiderBudget:
@@ -26,20 +25,21 @@ class RiderBudget:
         self.reset()
 
     def reset(self) -> None:
-        self.payoffs = {arm: deque(maxlen=self.window) for arm in self.arms}
+        self.payoffs = {arm: DecayingAverage(self.window) for arm in self.arms}
+        self.tries = dict.fromkeys(self.arms, 0)
         self.last_tried = {arm: -1 for arm in self.arms}
         self.trial, self.trial_left, self.step = None, 0, 0
 
     def value(self, arm: int) -> float:
-        payoffs = self.payoffs[arm]
-        return sum(payoffs) / len(payoffs) if payoffs else float("inf")
+        mean = self.payoffs[arm].mean
+        return float("inf") if mean is None else mean
 
     def choose(self) -> int:
         """The rider count for this step."""
         if self.trial_left == 0:
-            untried = [arm for arm in self.arms if len(self.payoffs[arm]) < self.window]
+            untried = [arm for arm in self.arms if self.tries[arm] < self.window]
             if untried:
-                self.trial, self.trial_left = untried[0], self.window - len(self.payoffs[untried[0]])
+                self.trial, self.trial_left = untried[0], self.window - self.tries[untried[0]]
             elif self.step - min(self.last_tried.values()) >= self.revisit:
                 oldest = min(self.arms, key=lambda arm: self.last_tried[arm])
                 self.trial, self.trial_left = oldest, self.window
@@ -51,7 +51,8 @@ class RiderBudget:
 
     def record(self, arm: int, tokens: int, forward_size: int, cost: CostCurve) -> None:
         """What a step with ``arm`` riders committed, and the size of its forward."""
-        self.payoffs[arm].append(tokens / cost.time(forward_size))
+        self.payoffs[arm].add(tokens / cost.time(forward_size))
+        self.tries[arm] += 1
         self.last_tried[arm] = self.step
         self.step += 1
         if self.trial is not None and self.trial_left > 0:
