@@ -26,6 +26,7 @@ def load(
     options: Mapping[str, Mapping] | None = None,
     cost_curve: CostCurve | None = None,
     static: bool | None = None,
+    fast: bool | None = None,
     **components: str,
 ) -> Decoder:
     """A decoder with text in and out.
@@ -38,6 +39,8 @@ def load(
     ``drafter=``, ``builder=``, ``selector=``, ``verifier=`` name components that replace
     the preset's, and ``options`` gives options per kind: ``{"selector": {"budget": 8}}``.
     ``cache`` is where the converted default model and measured cost curves are kept.
+    ``fast`` turns specmix's fast CPU paths on or off; by default they apply to a model loaded here, and a model passed
+    in is left exactly as it was (see :class:`Decoder`).
     """
     registry = registry or Registry.load()
     named = method is not None or all(components.get(kind) for kind in KINDS)
@@ -48,7 +51,7 @@ def load(
     for name, fallback in zip(candidates, [*candidates[1:], None]):
         try:
             return Decoder(model, composition, tokenizer=tokenizer, cost_curve=cost_curve, static=static,
-                           cache_dir=cache)
+                           cache_dir=cache, fast=fast)
         except (ConfigurationError, PluginError) as exc:
             # A default whose parts do not fit this target (a drafter trained for another) gives way to the next.
             if fallback is None or not _unfit(exc):

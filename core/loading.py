@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
+import weakref
 import zipfile
 from pathlib import Path
 
@@ -106,6 +107,15 @@ def _plain_copy(model, tokenizer):
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 
+_loaded: weakref.WeakSet = weakref.WeakSet()
+"""The models :func:`load_model` returned: specmix's own, which nothing else held when it loaded them."""
+
+
+def loaded_by_specmix(model) -> bool:
+    """Whether ``model`` came from :func:`load_model`, so that specmix may change it in place (a caller's model it
+    never changes: see :class:`specmix.Target`)."""
+    return model in _loaded
+
 
 def load_model(model: str | os.PathLike | None = None, *, dtype: str | torch.dtype = "float32",
                cache: str | os.PathLike | None = None, device: str | None = None, attention: str | None = None):
@@ -113,12 +123,15 @@ def load_model(model: str | os.PathLike | None = None, *, dtype: str | torch.dty
 
     ``attention`` is the model's attention backend (``sdpa``, ``flex_attention``, ``eager``);
     by default SDPA, whose additive masks CUDA graphs can replay (see :mod:`specmix.attention`).
-    Every problem with what was asked for is a :class:`ConfigurationError` naming it.
+    The model is specmix's own: decoders switch it to their fast CPU paths in place (``fast`` of
+    :class:`specmix.Decoder`). Every problem with what was asked for is a :class:`ConfigurationError` naming it.
     """
     dtype, device = _dtype(dtype), _device(device)
     with _quiet_transformers():
         loaded, tokenizer = _load_default(cache, dtype) if model is None else _load_named(model, dtype)
-    return _placed(loaded, tokenizer, device, attention)
+    loaded, tokenizer = _placed(loaded, tokenizer, device, attention)
+    _loaded.add(loaded)
+    return loaded, tokenizer
 
 
 def _dtype(dtype) -> torch.dtype:

@@ -5,11 +5,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from specmix import DecodeSettings, PluginError
+from specmix import Decoder, DecodeSettings, PluginError
 from specmix.kernels import row_kernels
 from specmix.plugins.diffusion.network import tapped_layers
 from specmix.testing import reference_greedy, tiny_model
-from specmix.testing.properties import assert_parting_at_a_rounding_tie, make_decoder
+from specmix.testing.models import kit_static
+from specmix.testing.properties import CURVE, assert_parting_at_a_rounding_tie, make_decoder
 
 NAMES = dict(drafter="diffusion", builder="best-first", selector="budget", verifier="tree")
 
@@ -127,7 +128,8 @@ def test_the_drafters_own_layers_take_the_targets_faster_kernels_inside_its_pass
     column_linear = row_kernels.column_linear
     monkeypatch.setattr(row_kernels, "column_linear",
                         lambda input, weight, bias=None: through_columns.append(weight) or column_linear(input, weight, bias))
-    decoder = make_decoder(registry, NAMES, model, seed=0)
+    decoder = Decoder(model, registry.compose(options={"drafter": {"random_layers": 1}}, **NAMES), cost_curve=CURVE,
+                      static=kit_static(), fast=True)  # a caller's model takes the fast paths only when asked
     drafter = decoder.composition.drafter.component
     assert drafter.kernels is not None and drafter.kernels is not decoder.target.row_kernels
     prompt, settings = [3, 4, 5, 6], DecodeSettings(max_new_tokens=20, stop_ids=())

@@ -117,7 +117,7 @@ def test_a_tree_forward_runs_at_the_cheapest_size_the_curve_names():
         options=dict(drafter=dict(path=prompt + free, length=5)))
     decoder = Decoder(model, composition, cost_curve=PADDING)
     forward_sizes = []
-    model.model.register_forward_pre_hook(
+    decoder.target.model.model.register_forward_pre_hook(  # the decoder's own copy of the model is what runs
         lambda _, args, kwargs: forward_sizes.append(kwargs["input_ids"].shape[-1]), with_kwargs=True)
     generation = decoder.generate(prompt, settings)
     assert list(generation.tokens) == free

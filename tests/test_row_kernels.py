@@ -149,7 +149,7 @@ def test_greedy_output_through_another_kernel_is_the_targets(tmp_path, monkeypat
                         if isinstance(m, torch.nn.Linear)})
     monkeypatch.setattr(RowKernels, "measure", classmethod(lambda cls, layers: every))
     decoder = Decoder(model, kit_registry().compose(drafter="kit-random-tree", builder="drafted", selector="all",
-                                                   verifier="tree"), cache_dir=tmp_path)
+                                                   verifier="tree"), cache_dir=tmp_path, fast=True)
     assert decoder.target.row_kernels == every
     prompt, settings = [1, 5, 9, 2], DecodeSettings(max_new_tokens=24, stop_ids=())
     ours, expected = list(decoder.generate(prompt, settings).tokens), reference_greedy(model, prompt, settings)
@@ -188,5 +188,5 @@ def test_a_cost_curve_is_kept_per_kernel_choice(tmp_path, monkeypatch):
         monkeypatch.setattr(RowKernels, "measure", choice)
         for stored in (tmp_path / "matrix-kernels").glob("*.json"):
             stored.unlink()
-        names.append(_cache_file(Target(_fresh(6)), tmp_path).name)
+        names.append(_cache_file(Target(_fresh(6), fast=True), tmp_path).name)
     assert names[0] != names[1] and names[0] == names[2]

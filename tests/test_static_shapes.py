@@ -111,7 +111,8 @@ def test_a_prefill_runs_the_lm_head_over_its_last_token_only(static):
     model = tiny_model("llama")
     target = Target(model, static=static, capacity=64)  # (building it checks the head once, on a short input)
     rows = []
-    hook = model.get_output_embeddings().register_forward_hook(lambda module, args, out: rows.append(args[0].shape[1]))
+    head = target.model.get_output_embeddings()  # the target's own copy of the model is what runs
+    hook = head.register_forward_hook(lambda module, args, out: rows.append(args[0].shape[1]))
     try:
         prompt = torch.arange(2, 22)
         target.prefill(prompt)

@@ -182,6 +182,8 @@ def active(kernels: RowKernels | None) -> Iterator[None]:
 
 
 _measured: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""The choice for each module switched, by the module object: a target's copy of a caller's model is switched, and
+remembered, apart from the model it copies, with which it shares only weights."""
 
 
 def switch_layers(model: torch.nn.Module, name: str, cache=None) -> RowKernels | None:
