@@ -86,7 +86,9 @@ def _cache_file(target: Target, cache=None) -> Path:
     # "rounds": measured in rounds over all sizes; "raw": each size's own time, not raised to a smaller size's
     # (such a curve never pads); a curve measured otherwise is measured again.
     # Forwards over its own choice of matrix kernels (specmix.kernels.row_kernels), named by that choice.
-    name = f"{measured_name(target.model)}{head}{target.kernels_name}-rounds-raw"
+    # The attention implementation too: a caller's model keeps its own where specmix's would be grouped.
+    attention = getattr(target.model.config, "_attn_implementation", None) or "default"
+    name = f"{measured_name(target.model)}{head}{target.kernels_name}-{attention}-rounds-raw"
     return cache_dir(cache) / "cost-curves" / f"{name}-torch{torch.__version__}.json"
 
 
