@@ -7,7 +7,8 @@ after that node's path.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from typing import Protocol
 
 import torch
 
@@ -15,6 +16,12 @@ from specmix.errors import MalformedTreeError
 from specmix.tree import TokenTree
 
 ProbsAt = Callable[[int], torch.Tensor]
+
+
+class Argmaxes(Protocol):
+    """The target's argmax after each node's path, by node index (a sequence, or rows read on demand)."""
+
+    def __getitem__(self, node: int, /) -> int: ...
 
 
 def _child_with_token(tree: TokenTree, node: int, token: int) -> int | None:
@@ -28,7 +35,7 @@ def _draw(probs: torch.Tensor, generator: torch.Generator | None) -> int:
     return int(torch.multinomial(probs, 1, generator=generator))
 
 
-def greedy_walk(tree: TokenTree, argmax: Sequence[int]) -> tuple[list[int], int]:
+def greedy_walk(tree: TokenTree, argmax: Argmaxes) -> tuple[list[int], int]:
     """Follow the child equal to the target's argmax until none is."""
     path, node = [], 0
     while (child := _child_with_token(tree, node, argmax[node])) is not None:
@@ -43,7 +50,8 @@ def sample_walk(tree: TokenTree, probs_at: ProbsAt, generator: torch.Generator |
     Exact for any candidate set, since every emitted token is a fresh draw from the
     target given the tokens before it.
     """
-    path, node = [], 0
+    path: list[int] = []
+    node = 0
     while True:
         token = _draw(probs_at(node), generator)
         child = _child_with_token(tree, node, token)
@@ -62,7 +70,8 @@ def rejection_walk(tree: TokenTree, probs_at: ProbsAt, generator: torch.Generato
     """
     if tree.draft_q is None:
         raise MalformedTreeError("recursive rejection needs the draft distributions (tree.draft_q)")
-    path, node = [], 0
+    path: list[int] = []
+    node = 0
     while True:
         p = probs_at(node)
         q = tree.draft_q[node].to(p.dtype).clamp_min(0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import attrs
 
@@ -13,7 +13,7 @@ from specmix.interfaces import Component
 KINDS = ("drafter", "builder", "selector", "verifier")
 
 
-def _options(value) -> Mapping:
+def _options(value: Mapping[str, Mapping]) -> dict[str, dict]:
     return {kind: dict(value.get(kind, {})) for kind in KINDS if value.get(kind)}
 
 
@@ -40,7 +40,7 @@ class Method:
     description: str = ""
     default: int = attrs.field(default=0, converter=int, validator=attrs.validators.ge(0))
 
-    def __attrs_post_init__(self):
+    def __attrs_post_init__(self) -> None:
         unknown = set(self.options) - set(KINDS)
         if unknown:
             raise ConfigurationError(f"method '{self.name}' has options for unknown kinds {sorted(unknown)}")
@@ -74,7 +74,7 @@ class Slot:
         return f"{self.kind} '{self.name}'"
 
 
-def _slots(value) -> tuple[Slot, ...]:
+def _slots(value: Slot | tuple[Slot, ...] | list[Slot]) -> tuple[Slot, ...]:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
@@ -91,7 +91,7 @@ class Composition:
     selector: Slot
     verifier: Slot
 
-    def __attrs_post_init__(self):
+    def __attrs_post_init__(self) -> None:
         if not self.drafters or len(self.drafters) != len(self.builders):
             raise CompositionError(f"a composition needs a builder for each drafter; got {len(self.drafters)} drafters "
                                    f"and {len(self.builders)} builders")
@@ -145,5 +145,5 @@ def check_fit(composition: Composition) -> None:
             )
 
 
-def _names(capabilities) -> list[str]:
+def _names(capabilities: Iterable[object]) -> list[str]:
     return sorted(str(c) for c in capabilities)

@@ -23,7 +23,7 @@ _PROPOSAL_FIELDS = {
 }
 
 
-def checked_proposal(slot: Slot, proposal, ctx: StepContext) -> Proposal:
+def checked_proposal(slot: Slot, proposal: object, ctx: StepContext) -> Proposal:
     """A drafter's proposal: a :class:`Proposal` holding every part the drafter declares, fit for this step."""
     if not isinstance(proposal, Proposal):
         raise slot.error(f"returned {type(proposal).__name__} from propose(), not a Proposal")
@@ -38,7 +38,7 @@ def checked_proposal(slot: Slot, proposal, ctx: StepContext) -> Proposal:
     return proposal
 
 
-def checked_tree(slot: Slot, tree, ctx: StepContext) -> TokenTree:
+def checked_tree(slot: Slot, tree: object, ctx: StepContext) -> TokenTree:
     """The tree a builder or selector returned, checked against the step and cut to the room left."""
     if not isinstance(tree, TokenTree):
         raise slot.error(f"returned {type(tree).__name__}, not a TokenTree")
@@ -55,7 +55,7 @@ def _check_tree_fits(slot: Slot, tree: TokenTree, ctx: StepContext, verb: str) -
         raise slot.error(f"{verb} a tree over {tree.vocab_size} tokens; the target has {ctx.vocab_size}")
 
 
-def checked_verdict(slot: Slot, verdict, tree: TokenTree, proposal: Proposal, layers: Sequence[int]) -> Verdict:
+def checked_verdict(slot: Slot, verdict: object, tree: TokenTree, proposal: Proposal, layers: Sequence[int]) -> Verdict:
     """A verifier's verdict on ``tree``, with the hidden states and rider logits it declares."""
     if not isinstance(verdict, Verdict):
         raise slot.error(f"returned {type(verdict).__name__} from verify(), not a Verdict")

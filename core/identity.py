@@ -8,19 +8,23 @@ import json
 import os
 import platform
 import re
+from typing import TYPE_CHECKING, cast
 
 import torch
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
-def fingerprint(model) -> str:
+
+def fingerprint(model: PreTrainedModel) -> str:
     """What must match between a trained plugin artifact and its target: architecture, sizes and embedding values."""
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    embedding = model.get_input_embeddings().weight
+    embedding = cast(torch.Tensor, model.get_input_embeddings().weight)
     probe = float(embedding.detach()[:: max(1, embedding.shape[0] // 64)].double().sum())
     return f"{config.model_type}-{config.num_hidden_layers}x{config.hidden_size}-v{config.vocab_size}-{probe:.6e}"
 
 
-def measured_name(model) -> str:
+def measured_name(model: PreTrainedModel) -> str:
     """A file name stem for what is measured on this model here: named by what determines it (the model's
     architecture and weights, the device (a CPU by its kind, see :func:`processor`), dtype and thread count), not by
     where the model was loaded from."""

@@ -9,6 +9,9 @@ of the filled part through the public ``Cache`` interface.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, cast
+
 import attrs
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
@@ -42,7 +45,9 @@ class PreallocatedLayer(DynamicLayer):
             new[..., : self.length, :] = old[..., : self.length, :]
             setattr(self, name, new)
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         count = key_states.shape[-2]
@@ -51,7 +56,7 @@ class PreallocatedLayer(DynamicLayer):
         self._values[..., self.length: self.length + count, :] = value_states
         self.length += count
         self._expose()
-        return self.keys, self.values
+        return cast(torch.Tensor, self.keys), cast(torch.Tensor, self.values)
 
     def get_seq_length(self) -> int:
         return self.length if self.is_initialized else 0
@@ -79,12 +84,13 @@ class PreallocatedLayer(DynamicLayer):
 
 
 class PreallocatedCache(Cache):
-    def __init__(self, make_layer=PreallocatedLayer):
-        super().__init__(layer_class_to_replicate=make_layer)
+    def __init__(self, make_layer: Callable[[], PreallocatedLayer] = PreallocatedLayer) -> None:
+        # The cache only calls it, so any factory does where transformers' annotation says a class.
+        super().__init__(layer_class_to_replicate=make_layer)  # type: ignore[arg-type]
 
     def keep_last(self, appended: int, keep: torch.Tensor) -> None:
         """Keep, of the last ``appended`` entries of every layer, those at ``keep``."""
-        for layer in self.layers:
+        for layer in cast("list[PreallocatedLayer]", self.layers):
             layer.keep_last(appended, keep)
 
 
@@ -96,7 +102,7 @@ class SlotLayer(PreallocatedLayer):
     The host-side length is advanced by the owner after the forward, never inside it.
     """
 
-    def __init__(self, capacity: int, slots: SlotPointer):
+    def __init__(self, capacity: int, slots: SlotPointer) -> None:
         super().__init__()
         self.capacity, self.slots = capacity, slots
 
@@ -104,11 +110,14 @@ class SlotLayer(PreallocatedLayer):
         # Zeros, not empty: masked-out slots still enter attention's weighted sum (with weight 0).
         return states.new_zeros(*states.shape[:-2], self.capacity, states.shape[-1])
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
-        self._keys.index_copy_(-2, self.slots.tensor, key_states)
-        self._values.index_copy_(-2, self.slots.tensor, value_states)
+        slots = cast(torch.Tensor, self.slots.tensor)  # filled before every forward
+        self._keys.index_copy_(-2, slots, key_states)
+        self._values.index_copy_(-2, slots, value_states)
         return self._keys, self._values
 
     def advance(self, count: int) -> None:
@@ -127,15 +136,15 @@ class SlotPointer:
 class SlotCache(PreallocatedCache):
     """Every layer a :class:`SlotLayer` of ``capacity`` tokens; ``slots`` says where a forward writes."""
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int) -> None:
         self.capacity, self.slots = capacity, SlotPointer()
         super().__init__(lambda: SlotLayer(capacity, self.slots))
 
     def take(self, other: SlotCache) -> None:
         """Copy ``other``'s filled entries into this (larger) cache."""
         self.layers = []
-        for old in other.layers:
-            layer = self.layer_class_to_replicate()
+        for old in cast("list[SlotLayer]", other.layers):
+            layer = cast("Callable[[], SlotLayer]", self.layer_class_to_replicate)()
             if old.is_initialized:
                 layer.lazy_initialization(old._keys, old._values)
                 layer._keys[..., : old.length, :] = old._keys[..., : old.length, :]
@@ -145,11 +154,11 @@ class SlotCache(PreallocatedCache):
 
     def empty(self) -> None:
         """Forget every entry, keeping the buffers (and so the addresses captured graphs use)."""
-        for layer in self.layers:
+        for layer in cast("list[SlotLayer]", self.layers):
             layer.length = 0
             layer._expose()
 
     def advance(self, count: int) -> None:
         """Count the ``count`` entries the last forward wrote after the filled part."""
-        for layer in self.layers:
+        for layer in cast("list[SlotLayer]", self.layers):
             layer.advance(count)

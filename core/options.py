@@ -6,6 +6,7 @@ import inspect
 import json
 import types
 import typing
+from collections.abc import Callable, Mapping
 
 from specmix.composition import KINDS
 from specmix.errors import ConfigurationError
@@ -17,7 +18,7 @@ PYTHON_CONSTANTS = {"None": None, "True": True, "False": False}
 """Python's spellings, which users type as often as JSON's null, true and false."""
 
 
-def parse_value(raw: str):
+def parse_value(raw: str) -> object:
     """An option's value: JSON when it parses (numbers, true, null, lists), None/True/False, else the text itself."""
     if raw in PYTHON_CONSTANTS:
         return PYTHON_CONSTANTS[raw]
@@ -40,7 +41,7 @@ def parse_assignment(text: str) -> tuple[str, str | None, object]:
     return kind, key, parse_value(raw)
 
 
-def _accepts(kind: type, value) -> bool:
+def _accepts(kind: type, value: object) -> bool:
     if kind is bool:
         return isinstance(value, bool)
     if kind is int:
@@ -50,7 +51,7 @@ def _accepts(kind: type, value) -> bool:
     return isinstance(value, kind)
 
 
-def check_option_types(factory, options: dict, owner: str) -> None:
+def check_option_types(factory: Callable[..., object], options: Mapping[str, object], owner: str) -> None:
     """Options against the plain types (int, float, bool, str, None) ``factory`` annotates its parameters with.
 
     A parameter with any other annotation, or none, takes what it is given.

@@ -5,9 +5,11 @@ from __future__ import annotations
 import difflib
 import inspect
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import cast
 
 import attrs
+import pluggy
 
 from specmix.capabilities import capabilities
 from specmix.composition import KINDS, Composition, Method, Slot
@@ -49,7 +51,7 @@ class PluginInfo:
     reason: str = ""
 
 
-def _capability_problem(component, owner: str) -> str | None:
+def _capability_problem(component: object, owner: str) -> str | None:
     """What is wrong with the capabilities a component (class or instance) declares, if anything.
 
     ``owner`` names the component with a ``{declaration}`` placeholder: ``"has drafter 'x' whose {declaration}"``.
@@ -62,6 +64,11 @@ def _capability_problem(component, owner: str) -> str | None:
     return None
 
 
+def _rank(registration: Registration) -> int:
+    """The rank at which a method's registration offers it as the default (0: not offered)."""
+    return cast(Method, registration.factory).default
+
+
 class _Refused(Exception):
     """A registration a plugin made that cannot be accepted; the message says what it registered."""
 
@@ -70,7 +77,7 @@ def _route(kind: str, names: list[str], options: dict) -> list[tuple[str, dict]]
     """Each component's options: all of them for a lone one; ``NAME.key`` ones for a component among several."""
     if len(names) == 1:
         return [(names[0], options)]
-    routed = {name: {} for name in names}
+    routed: dict[str, dict] = {name: {} for name in names}
     for key, value in options.items():
         name, dot, option = key.partition(".")
         if not dot or name not in routed:
@@ -103,12 +110,12 @@ class Registry:
         broken plugin an error instead of a warning."""
         return cls(plugin_manager(extra_plugins, entry_points, strict))
 
-    def _collect(self, kind: str, impl) -> None:
+    def _collect(self, kind: str, impl: pluggy.HookImpl) -> None:
         plugin = impl.plugin_name
         check = {"method": self._method_registration, "trainer": self._trainer_registration,
                  "baseline": self._baseline_registration}.get(kind, self._component_registration)
 
-        def register(name, factory=None):
+        def register(name: object, factory: object = None) -> None:
             self._add(check(kind, plugin, name, factory))
 
         try:
@@ -130,25 +137,25 @@ class Registry:
                 self.lost[(kind, name)] = plugin
 
     @staticmethod
-    def _method_registration(kind: str, plugin: str, method, _unused) -> Registration:
+    def _method_registration(kind: str, plugin: str, method: object, _unused: object) -> Registration:
         if not isinstance(method, Method):
             raise _Refused(f"registered {method!r} as a method; expected specmix.Method")
         return Registration(kind, method.name, method, plugin)
 
     @staticmethod
-    def _trainer_registration(kind: str, plugin: str, name, factory) -> Registration:
+    def _trainer_registration(kind: str, plugin: str, name: object, factory: object) -> Registration:
         if not (isinstance(name, str) and name and inspect.isclass(factory) and issubclass(factory, Trainer)):
             raise _Refused(f"registered trainer {name!r} with {factory!r}; expected a name and a subclass of specmix.Trainer")
         return Registration(kind, name, factory, plugin)
 
     @staticmethod
-    def _baseline_registration(kind: str, plugin: str, name, factory) -> Registration:
+    def _baseline_registration(kind: str, plugin: str, name: object, factory: object) -> Registration:
         if not (isinstance(name, str) and name and callable(factory)):
             raise _Refused(f"registered baseline {name!r} with {factory!r}; expected a name and a factory")
         return Registration(kind, name, factory, plugin)
 
     @staticmethod
-    def _component_registration(kind: str, plugin: str, name, factory) -> Registration:
+    def _component_registration(kind: str, plugin: str, name: object, factory: object) -> Registration:
         if not isinstance(name, str) or not name:
             raise _Refused(f"registered a {kind} without a name")
         interface = INTERFACES[kind]
@@ -194,17 +201,16 @@ class Registry:
         return f"no {kind} named '{name}' is installed.{hint} Installed: {', '.join(known) or 'none'}{elsewhere}"
 
     def method(self, name: str) -> Method:
-        return self.get("method", name).factory
+        return cast(Method, self.get("method", name).factory)
 
     def default_methods(self) -> list[str]:
         """The methods plugins offer as ``default``, highest rank first: the first that runs on a target is its
         default (one offered method per rank)."""
-        offered = sorted((r for r in self.entries["method"].values() if r.factory.default),
-                         key=lambda r: -r.factory.default)
+        offered = sorted((r for r in self.entries["method"].values() if _rank(r)), key=lambda r: -_rank(r))
         if not offered:
             raise ConfigurationError("no installed method is offered as the default; name a method or its components")
-        for rank, same in itertools.groupby(offered, key=lambda r: r.factory.default):
-            same = list(same)
+        for rank, group in itertools.groupby(offered, key=_rank):
+            same = list(group)
             if len(same) > 1:
                 found = ", ".join(f"'{r.name}' (plugin '{r.plugin}')" for r in same)
                 raise ConfigurationError(f"two installed methods are offered as the default at one rank: found "
@@ -218,19 +224,20 @@ class Registry:
 
     def trainer(self, name: str) -> Trainer:
         """The training recipe ``name``, ready to add its arguments and run."""
-        return self.get("trainer", name).factory()
+        return cast("type[Trainer]", self.get("trainer", name).factory)()
 
     def create(self, kind: str, name: str, options: Mapping | None = None) -> Slot:
         """Instantiate one component with keyword ``options``."""
         registration = self.get(kind, name)
+        factory = cast("Callable[..., object]", registration.factory)
         options = dict(options or {})
         try:
-            inspect.signature(registration.factory).bind(**options)
+            inspect.signature(factory).bind(**options)
         except TypeError as exc:
             raise ConfigurationError(f"{kind} '{name}' does not accept options {sorted(options)}: {exc}") from None
-        check_option_types(registration.factory, options, f"{kind} '{name}'")
+        check_option_types(factory, options, f"{kind} '{name}'")
         try:
-            component = registration.factory(**options)
+            component = factory(**options)
         except Exception as exc:
             raise PluginError(f"{kind} '{name}' from plugin '{registration.plugin}' failed to start: "
                               f"{type(exc).__name__}: {exc}", plugin=registration.plugin, component=name) from exc
@@ -274,7 +281,7 @@ class Registry:
         missing = [kind for kind in KINDS if chosen[kind] is None]
         if missing:
             raise ConfigurationError(f"no {' or '.join(missing)} chosen: give a method or name each component")
-        names = {kind: chosen[kind].split("+") for kind in KINDS}
+        names = {kind: cast(str, chosen[kind]).split("+") for kind in KINDS}
         if len(names["builder"]) == 1:
             names["builder"] = names["builder"] * len(names["drafter"])
         for kind in ("selector", "verifier"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from transformers.generation.logits_process import (
     LogitsProcessorList,
@@ -28,5 +30,5 @@ def warpers(settings: DecodeSettings) -> LogitsProcessorList:
 def target_probs(logits: torch.Tensor, path_ids: torch.Tensor, processors: LogitsProcessorList) -> torch.Tensor:
     """Probabilities ``[V]`` for the token after ``path_ids`` (committed tokens and the node's own path)."""
     # On the CPU, in fp64: the walks draw from it with a CPU generator, one node at a time.
-    scores = processors(path_ids[None], logits[None].to("cpu", torch.float64))
+    scores = processors(cast(torch.LongTensor, path_ids[None]), logits[None].to("cpu", torch.float64))
     return torch.softmax(scores[0], dim=-1)

@@ -11,24 +11,24 @@ import attrs
 from specmix.errors import ConfigurationError
 
 
-def _check(condition: bool, message: str):
+def _check(condition: bool, message: str) -> None:
     if not condition:
         raise ConfigurationError(message)
 
 
-def _is_int(value) -> bool:
+def _is_int(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _is_real(value) -> bool:
+def _is_real(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _shown(value) -> str:
+def _shown(value: object) -> str:
     return f"{value!r} ({type(value).__name__})"
 
 
-def _stop_ids(value):
+def _stop_ids(value: object) -> tuple[int, ...] | None:
     if value is None:
         return None
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not all(_is_int(v) for v in value):
@@ -52,7 +52,7 @@ class DecodeSettings:
     seed: int | None = None
     stop_ids: tuple[int, ...] | None = attrs.field(default=None, converter=_stop_ids)
 
-    def __attrs_post_init__(self):
+    def __attrs_post_init__(self) -> None:
         _check(_is_int(self.max_new_tokens) and self.max_new_tokens > 0,
                f"max_new_tokens must be a positive integer, got {_shown(self.max_new_tokens)}")
         _check(_is_real(self.temperature) and self.temperature >= 0,

@@ -10,11 +10,11 @@ import torch
 from specmix.errors import MalformedTreeError
 
 
-def _as_long(value) -> torch.Tensor:
+def _as_long(value: object) -> torch.Tensor:
     return torch.as_tensor(value, dtype=torch.long).reshape(-1)
 
 
-def _as_optional_float(value):
+def _as_optional_float(value: object) -> torch.Tensor | None:
     return None if value is None else torch.as_tensor(value, dtype=torch.float64)
 
 
@@ -43,7 +43,7 @@ class TokenTree:
     depth_list: tuple[int, ...] = attrs.field(init=False, eq=False)
     children: tuple[tuple[int, ...], ...] = attrs.field(init=False, eq=False)
 
-    def __attrs_post_init__(self):
+    def __attrs_post_init__(self) -> None:
         tokens, parents = self.tokens.tolist(), self.parents.tolist()
         n = len(tokens)
         if n == 0:

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import attrs
 
 from specmix.errors import SpecmixWarning
 from specmix.settings import DecodeSettings
 from specmix.values import Run
+
+if TYPE_CHECKING:
+    from specmix.bench.prompts import BenchPrompt
 
 
 def _summary(runs: Sequence[Run], references: Sequence[Run] | None, hf_rate: float | None, greedy: bool) -> dict:
@@ -26,7 +30,7 @@ def _summary(runs: Sequence[Run], references: Sequence[Run] | None, hf_rate: flo
     return {
         "tokens_per_s": rate,
         "speedup_vs_hf": rate / hf_rate if hf_rate else None,
-        "tau": None if None in steps else tokens / max(sum(steps), 1),
+        "tau": None if None in steps else tokens / max(sum(cast("list[int]", steps)), 1),
         "identical_rate": identical,
         "tokens": tokens,
         "seconds": seconds,
@@ -41,8 +45,8 @@ def _step_profile(runs: Sequence[Run]) -> dict:
     recorded = [r for r in runs if r.accepted is not None]  # the three step fields are recorded together
     if not recorded:
         return {}
-    accepted = [a for r in recorded for a in r.accepted]
-    verified = [v for r in recorded for v in r.verified]
+    accepted = [a for r in recorded for a in cast("tuple[int, ...]", r.accepted)]
+    verified = [v for r in recorded for v in cast("tuple[int, ...]", r.verified)]
     steps = max(len(accepted), 1)
     credits: dict[str, int] = {}
     for run in recorded:
@@ -65,16 +69,16 @@ def _step_profile(runs: Sequence[Run]) -> dict:
         "profiled_runs": len(recorded),
         "accepted_at_least": [sum(a >= k for a in accepted) / steps for k in range(1, max(accepted, default=0) + 1)],
         "verified_per_step": sum(verified) / steps,
-        "draft_share": sum(r.draft_s for r in recorded) / max(sum(r.seconds for r in recorded), 1e-9),
+        "draft_share": sum(cast(float, r.draft_s) for r in recorded) / max(sum(r.seconds for r in recorded), 1e-9),
     }
 
 
-def build_report(methods, questions, results, settings: DecodeSettings, of: int | None = None,
-                 interleaved: bool = False) -> dict:
+def build_report(methods: Sequence[str], questions: Sequence[BenchPrompt], results: Mapping[str, Sequence[Run]],
+                 settings: DecodeSettings, of: int | None = None, interleaved: bool = False) -> dict:
     categories = sorted({q.category for q in questions})
     hf = results["hf"]
 
-    def summarise(indices):
+    def summarise(indices: Sequence[int]) -> dict[str, dict]:
         pick = lambda runs: [runs[i] for i in indices]  # noqa: E731
         hf_rate = _summary(pick(hf), None, None, False)["tokens_per_s"]
         return {name: _summary(pick(results[name]), pick(hf), hf_rate, settings.greedy) for name in methods}
@@ -98,7 +102,7 @@ def build_report(methods, questions, results, settings: DecodeSettings, of: int 
     }
 
 
-def _fmt(value, pattern: str) -> str:
+def _fmt(value: float | None, pattern: str) -> str:
     return "–" if value is None else pattern.format(value)
 
 

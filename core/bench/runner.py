@@ -6,6 +6,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import torch
@@ -14,11 +15,18 @@ from specmix.bench.prompts import load_prompts
 from specmix.bench.report import Run, build_report, can_plot, write_reports
 from specmix.engine import Decoder
 from specmix.errors import ConfigurationError
+from specmix.interfaces import Drafter
 from specmix.loading import load_model
 from specmix.options import parse_assignment
 from specmix.registry import Registry
 from specmix.settings import DecodeSettings
 from specmix.text import encode
+from specmix.values import StepStats
+
+if TYPE_CHECKING:
+    import os
+
+    from transformers import GenerationMixin, PreTrainedModel
 
 HF_METHODS = ("hf", "hf-pld")
 PLD_TOKENS = 10
@@ -48,8 +56,8 @@ def parse_method(spec: str) -> tuple[str, dict, dict]:
     return name, components, options
 
 
-def _hf_runner(model, settings: DecodeSettings, lookup: bool) -> Callable[[list[int], int], Run]:
-    sampling = dict(do_sample=False, temperature=None, top_k=None, top_p=None)
+def _hf_runner(model: PreTrainedModel, settings: DecodeSettings, lookup: bool) -> Callable[[list[int], int], Run]:
+    sampling: dict[str, Any] = dict(do_sample=False, temperature=None, top_k=None, top_p=None)
     if not settings.greedy:
         sampling = dict(do_sample=True, temperature=settings.temperature, top_k=settings.top_k or 0,
                         top_p=settings.top_p or 1.0)
@@ -59,15 +67,16 @@ def _hf_runner(model, settings: DecodeSettings, lookup: bool) -> Callable[[list[
         if settings.seed is not None:
             torch.manual_seed(settings.seed)
         start = time.perf_counter()
-        out = model.generate(torch.tensor([ids], device=model.device), attention_mask=torch.ones(1, len(ids), dtype=torch.long,
-                             device=model.device), max_new_tokens=max_new_tokens, **sampling, **extra)
+        out = cast("GenerationMixin", model).generate(
+            torch.tensor([ids], device=model.device), attention_mask=torch.ones(1, len(ids), dtype=torch.long,
+            device=model.device), max_new_tokens=max_new_tokens, **sampling, **extra)
         seconds = time.perf_counter() - start
         return Run(out[0, len(ids):].tolist(), seconds, None)
 
     return run
 
 
-def _specmix_runner(decoder, settings: DecodeSettings) -> Callable[[list[int], int], Run]:
+def _specmix_runner(decoder: Decoder, settings: DecodeSettings) -> Callable[[list[int], int], Run]:
     def run(ids: list[int], max_new_tokens: int) -> Run:
         generation = decoder.generate(ids, attrs.evolve(settings, max_new_tokens=max_new_tokens))
         return _specmix_run(decoder, generation.tokens, generation.steps, generation.seconds)
@@ -83,8 +92,8 @@ def _stepped(decoders: Mapping[str, Decoder], ids: list[int], settings: DecodeSe
     a different stretch of it.
     """
     streams = {name: decoder.stream(ids, settings) for name, decoder in decoders.items()}
-    tokens = {name: [] for name in streams}
-    steps = {name: [] for name in streams}
+    tokens: dict[str, list[int]] = {name: [] for name in streams}
+    steps: dict[str, list[StepStats]] = {name: [] for name in streams}
     seconds = dict.fromkeys(streams, 0.0)
     while streams:
         for name, stream in list(streams.items()):
@@ -99,14 +108,15 @@ def _stepped(decoders: Mapping[str, Decoder], ids: list[int], settings: DecodeSe
     return {name: _specmix_run(decoder, tokens[name], steps[name], seconds[name]) for name, decoder in decoders.items()}
 
 
-def _specmix_run(decoder, tokens, steps, seconds: float) -> Run:
+def _specmix_run(decoder: Decoder, tokens: Sequence[int], steps: Sequence[StepStats], seconds: float) -> Run:
     drafters = [slot.name for slot in decoder.composition.drafters]
     credit = drafted = None
     if len(drafters) > 1:
         credit = {name: sum(s.accepted_from[i] for s in steps) for i, name in enumerate(drafters)}
         drafted = {name: sum(s.asked[i] for s in steps) for i, name in enumerate(drafters)}
-    carried = {slot.name: slot.component.carried() for slot in decoder.composition.drafters}
-    return Run(tokens, seconds, len(steps), tuple(s.accepted for s in steps), tuple(s.tree_size + s.riders for s in steps),
+    carried = {slot.name: cast(Drafter, slot.component).carried() for slot in decoder.composition.drafters}
+    # Run's fields converted by tuple() read to mypy as taking Iterable[_T_co], which nothing matches.
+    return Run(tokens, seconds, len(steps), tuple(s.accepted for s in steps), tuple(s.tree_size + s.riders for s in steps),  # type: ignore[arg-type, misc]
                sum(s.draft_s + s.build_s + s.select_s for s in steps), credit,
                {name: held for name, held in carried.items() if held is not None} or None, drafted)
 
@@ -134,7 +144,7 @@ def _journal(out: Path, header: dict, resume: bool) -> dict[int, dict[str, Run]]
     return {}
 
 
-def report_journal(out="bench.json") -> dict:
+def report_journal(out: str | os.PathLike = "bench.json") -> dict:
     """Write the reports of a run, finished or not, from the prompts ``OUT.runs.jsonl`` records; runs nothing.
 
     A partial report says how many of the run's prompts it covers; every ratio in it is still
@@ -157,9 +167,10 @@ def report_journal(out="bench.json") -> dict:
     return report
 
 
-def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings: DecodeSettings, model=None,
-              cache=None, dtype="float32", device=None, out="bench.json", registry=None, resume: bool = False,
-              per_category: int | None = None, interleave: bool = False) -> dict:
+def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings: DecodeSettings,
+              model: str | os.PathLike | None = None, cache: str | os.PathLike | None = None, dtype: str = "float32",
+              device: str | None = None, out: str | os.PathLike = "bench.json", registry: Registry | None = None,
+              resume: bool = False, per_category: int | None = None, interleave: bool = False) -> dict:
     """Run every method on every prompt, rotating their order per prompt; write JSON, Markdown and PNG reports.
 
     With ``interleave`` the specmix methods run a prompt together, a step each in turn
@@ -177,17 +188,18 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
     if not questions:
         raise ConfigurationError(f"{prompts} holds no prompts")
     source = "default" if model is None else str(model)  # what the journal and report name, not the loaded module
-    model, tokenizer = load_model(model, dtype=dtype, cache=cache, device=device)
+    loaded, tokenizer = load_model(model, dtype=dtype, cache=cache, device=device)
     registry = registry or Registry.load()
     runners, decoders = {}, {}
     for name in methods:
         method, components, options = parse_method(name)
         if name in HF_METHODS:
-            runners[name] = _hf_runner(model, settings, lookup=name == "hf-pld")
+            runners[name] = _hf_runner(loaded, settings, lookup=name == "hf-pld")
         elif method in registry.entries["baseline"]:
-            runners[name] = registry.get("baseline", method).factory(model, tokenizer, settings, options)
+            baseline = cast("Callable[..., Callable[[list[int], int], Run]]", registry.get("baseline", method).factory)
+            runners[name] = baseline(loaded, tokenizer, settings, options)
         else:
-            decoder = Decoder(model, registry.compose(method, options=options, **components), tokenizer=tokenizer,
+            decoder = Decoder(loaded, registry.compose(method, options=options, **components), tokenizer=tokenizer,
                               cache_dir=cache)
             decoder.prepare()
             runners[name] = _specmix_runner(decoder, settings)
@@ -206,7 +218,7 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
             if index in done:
                 continue
             shift = index % len(methods)
-            order = methods[shift:] + methods[:shift]  # rotated, so methods share the machine's drift
+            order = [*methods[shift:], *methods[:shift]]  # rotated, so methods share the machine's drift
             runs = {}
             for name in order:
                 if name in runs:

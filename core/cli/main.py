@@ -8,8 +8,10 @@ import re
 import sys
 import time
 import warnings
+from collections.abc import Iterable, Sequence
+from typing import Any, TextIO, cast
 
-from specmix.composition import KINDS
+from specmix.composition import KINDS, Method
 from specmix.errors import ConfigurationError, SpecmixError, SpecmixWarning
 from specmix.options import parse_assignment
 from specmix.settings import DecodeSettings
@@ -26,14 +28,14 @@ def _option(text: str) -> tuple[str, str, object]:
     return kind, key, value
 
 
-def _options(triples) -> dict:
+def _options(triples: Iterable[tuple[str, str, object]] | None) -> dict:
     options: dict = {}
     for kind, key, value in triples or ():
         options.setdefault(kind, {})[key] = value
     return options
 
 
-def _add_model_arguments(parser):
+def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="HF id, local directory or .gguf file (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--cache-dir", help="where converted models and cost curves live (default: $SPECMIX_CACHE_DIR "
                                             "or ~/.cache/specmix)")
@@ -41,7 +43,7 @@ def _add_model_arguments(parser):
     parser.add_argument("--device", help="torch device (default: cpu)")
 
 
-def _add_settings_arguments(parser, max_new_tokens: int):
+def _add_settings_arguments(parser: argparse.ArgumentParser, max_new_tokens: int) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
     parser.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default)")
     parser.add_argument("--top-k", type=int)
@@ -104,7 +106,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None):
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: TextIO | None = None,
+                  line: str | None = None) -> None:
     """specmix's own warnings as one line each; everything else as Python prints it."""
     if issubclass(category, SpecmixWarning):
         print(f"specmix: warning: {message}", file=file or sys.stderr)
@@ -115,7 +118,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 _python_show_warning = warnings.showwarning
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     previous, warnings.showwarning = warnings.showwarning, _show_warning
     try:
         args = _parser().parse_args(argv)
@@ -129,12 +132,12 @@ def main(argv=None) -> int:
         warnings.showwarning = previous
 
 
-def _settings(args, **extra) -> DecodeSettings:
+def _settings(args: argparse.Namespace, **extra: Any) -> DecodeSettings:
     return DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                           top_p=args.top_p, seed=args.seed, **extra)
 
 
-def _generate(args) -> int:
+def _generate(args: argparse.Namespace) -> int:
     from specmix.api import load
 
     components = {kind: getattr(args, kind) for kind in KINDS if getattr(args, kind)}
@@ -142,6 +145,7 @@ def _generate(args) -> int:
     decoder = load(args.model, args.method, dtype=args.dtype, cache=args.cache_dir, device=args.device,
                    options=_options(args.options), **components)
     chat = False if args.no_chat else None
+    summary: dict[str, object]
     if args.stream:
         decoder.prepare()
         tokens, steps, start = 0, 0, time.perf_counter()
@@ -162,7 +166,7 @@ def _generate(args) -> int:
     return 0
 
 
-def _plugins(args) -> int:
+def _plugins(args: argparse.Namespace) -> int:
     from specmix.registry import Registry
 
     for info in Registry.load().plugins():
@@ -175,14 +179,14 @@ def _plugins(args) -> int:
     return 0
 
 
-def _methods(args) -> int:
+def _methods(args: argparse.Namespace) -> int:
     from specmix.registry import Registry
 
     registry = Registry.load()
     default = registry.default_method()
     for name in registry.names("method"):
         registration = registry.get("method", name)
-        method = registration.factory
+        method = cast(Method, registration.factory)
         parts = " + ".join(f"{kind} {getattr(method, kind)}" for kind in KINDS)
         print(f"{name}: {parts}  [plugin {registration.plugin}]{'  (default)' if name == default else ''}")
         if method.options:
@@ -192,7 +196,7 @@ def _methods(args) -> int:
     return 0
 
 
-def _bench(args) -> int:
+def _bench(args: argparse.Namespace) -> int:
     from specmix.bench.runner import report_journal, run_bench
 
     if args.report_only:

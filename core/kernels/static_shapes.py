@@ -15,11 +15,15 @@ only on CUDA, one per bucket, capacity and set of hidden layers.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from specmix.kv_cache import SlotCache
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 INITIAL_CAPACITY = 1024
 """Cache slots allocated at first; the cache doubles when a forward would overflow it."""
@@ -33,7 +37,8 @@ def bucket(count: int) -> int:
     return next((size for size in BUCKETS if size >= count), count)
 
 
-def padded(ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, size: int):
+def padded(ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor,
+           size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A forward of ``T`` tokens grown to ``size`` with copies of its first token at its position; each padding
     token sees only itself (``visible [T, T]`` grown to ``[size, size]``), so no real token's output changes."""
     count = visible.shape[0]
@@ -56,7 +61,7 @@ def capacity_mask(visible: torch.Tensor, past: int, capacity: int, dtype: torch.
 class GraphedForward:
     """One captured forward of fixed size: static input buffers, and the outputs the graph writes."""
 
-    def __init__(self, run: Callable, inputs: dict[str, torch.Tensor], slots: torch.Tensor):
+    def __init__(self, run: Callable[..., Any], inputs: dict[str, torch.Tensor], slots: torch.Tensor) -> None:
         self.inputs, self.slots = inputs, slots
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -68,7 +73,7 @@ class GraphedForward:
         with torch.cuda.graph(self.graph):
             self.outputs = run(**inputs)
 
-    def __call__(self, slots: torch.Tensor, **inputs: torch.Tensor):
+    def __call__(self, slots: torch.Tensor, **inputs: torch.Tensor) -> Any:
         self.slots.copy_(slots)
         for name, value in inputs.items():
             self.inputs[name].copy_(value)
@@ -79,7 +84,7 @@ class GraphedForward:
 class StaticShapes:
     """Runs a model's forwards at bucketed sizes over a :class:`SlotCache`, replaying CUDA graphs on CUDA."""
 
-    def __init__(self, model, graphs: bool, capacity: int = INITIAL_CAPACITY):
+    def __init__(self, model: PreTrainedModel, graphs: bool, capacity: int = INITIAL_CAPACITY) -> None:
         self.model, self.graphs, self.capacity = model, graphs, capacity
         self.cache: SlotCache | None = None
         self._graphed: dict[tuple, GraphedForward | None] = {}
@@ -94,11 +99,13 @@ class StaticShapes:
     def _grow(self, needed: int) -> None:
         """Move the cache into one of at least twice the capacity; graphs of the old buffers are dropped."""
         old = self.cache
+        assert old is not None, "reset() makes the cache"
         self.cache = SlotCache(max(needed, 2 * old.capacity))
         self.cache.take(old)
         self._graphed.clear()
 
-    def forward(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, layers, call: Callable,
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, layers: Sequence[int],
+                call: Callable[..., Any],
                 last_only: bool = False) -> tuple[torch.Tensor, tuple, int]:
         """Logits, hidden states and the padded size of a forward of ``ids`` after the cache.
 
@@ -106,6 +113,7 @@ class StaticShapes:
         logits are ``[size, V]``, or with ``last_only`` the last real token's ``[1, V]``:
         that forward (a prefill) runs eagerly, since its size rarely repeats.
         """
+        assert self.cache is not None, "reset() makes the cache"
         count, past, device = ids.shape[0], self.cache.get_seq_length(), self.model.device
         size = bucket(count)
         if past + size > self.cache.capacity:
@@ -127,9 +135,11 @@ class StaticShapes:
         self.cache.advance(size)
         return out.logits[0], out.hidden_states, size
 
-    def _graph(self, size: int, hidden: bool, call: Callable, inputs: dict, slots: torch.Tensor) -> GraphedForward | None:
+    def _graph(self, size: int, hidden: bool, call: Callable[..., Any], inputs: dict[str, torch.Tensor],
+               slots: torch.Tensor) -> GraphedForward | None:
         if not self.graphs:
             return None
+        assert self.cache is not None, "reset() makes the cache"
         key = (size, self.cache.capacity, hidden)
         if key not in self._graphed:
             static_slots = slots.clone()

@@ -11,43 +11,51 @@ target's hidden states.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from specmix import Capability, Drafter, Marginals, Proposal, Riders, TokenTree, hookimpl
+from specmix import Capability, Drafter, Marginals, Proposal, Riders, StepContext, TokenTree, Verdict, hookimpl
 from specmix.testing.models import tolerance
+from specmix.values import HiddenStates
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+Register = Callable[[str, Callable[..., Drafter]], None]
 
 
 class _Oracle:
-    def __init__(self, model):
+    def __init__(self, model: PreTrainedModel) -> None:
         self.model = model
 
     @torch.no_grad()
-    def forward(self, ids, hidden: bool = False):
+    def forward(self, ids: Sequence[int], hidden: bool = False) -> Any:
         return self.model(input_ids=torch.tensor([list(ids)], device=self.model.device), output_hidden_states=hidden)
 
-    def greedy(self, ids, count: int) -> list[int]:
+    def greedy(self, ids: Sequence[int], count: int) -> list[int]:
         ids, out = list(ids), []
         for _ in range(count):
             out.append(int(self.forward(ids).logits[0, -1].argmax()))
             ids.append(out[-1])
         return out
 
-    def probs(self, ids) -> torch.Tensor:
+    def probs(self, ids: Sequence[int]) -> torch.Tensor:
         return torch.softmax(self.forward(ids).logits[0, -1], dim=-1)
 
 
 class KitDrafter(Drafter):
     """The kit's drafters: ``seed`` drives their random choices, ``oracle`` (the target) their true guesses."""
 
-    def __init__(self, seed: int = 0, oracle=None):
+    def __init__(self, seed: int = 0, oracle: PreTrainedModel | None = None) -> None:
         self.seed = seed
         self.oracle = None if oracle is None else _Oracle(oracle)
 
-    def start(self, prompt, hidden):
+    def start(self, prompt: torch.Tensor, hidden: HiddenStates) -> None:
         self.rng = random.Random(self.seed)
 
-    def _truth(self, ctx, count: int) -> list[int]:
+    def _truth(self, ctx: StepContext, count: int) -> list[int]:
         count = min(count, ctx.max_depth)
         if self.oracle is None or count <= 0:
             return [self.rng.randrange(ctx.vocab_size) for _ in range(count)]
@@ -59,7 +67,7 @@ class RandomTreeDrafter(KitDrafter):
 
     produces = frozenset({Capability.TREE})
 
-    def propose(self, ctx):
+    def propose(self, ctx: StepContext) -> Proposal:
         rng, vocab = self.rng, ctx.vocab_size
         truth = self._truth(ctx, rng.randint(0, 8))
         if truth and rng.random() < 0.3:
@@ -81,7 +89,7 @@ class RandomMarginalsDrafter(KitDrafter):
 
     produces = frozenset({Capability.MARGINALS})
 
-    def propose(self, ctx):
+    def propose(self, ctx: StepContext) -> Proposal:
         rng, vocab = self.rng, ctx.vocab_size
         depth, k = min(rng.randint(0, 8), ctx.max_depth), rng.randint(1, min(4, vocab))
         truth = self._truth(ctx, depth)
@@ -104,7 +112,7 @@ class SampledTreeDrafter(KitDrafter):
 
     produces = frozenset({Capability.TREE})
 
-    def propose(self, ctx):
+    def propose(self, ctx: StepContext) -> Proposal:
         rng, vocab = self.rng, ctx.vocab_size
         generator = torch.Generator().manual_seed(rng.randrange(1 << 30))
         tokens, parents, rows = [ctx.root], [-1], []
@@ -136,11 +144,11 @@ class RiderDrafter(KitDrafter):
     produces = frozenset({Capability.TREE, Capability.RIDERS})
     consumes = frozenset({Capability.RIDER_LOGITS})
 
-    def start(self, prompt, hidden):
+    def start(self, prompt: torch.Tensor, hidden: HiddenStates) -> None:
         super().start(prompt, hidden)
-        self.guess = []
+        self.guess: list[int] = []
 
-    def propose(self, ctx):
+    def propose(self, ctx: StepContext) -> Proposal:
         width = min(self.rng.randint(0, 4), ctx.max_depth)
         vocab = ctx.vocab_size
         guess = (self.guess + [self.rng.randrange(vocab) for _ in range(width)])[:width]
@@ -150,7 +158,7 @@ class RiderDrafter(KitDrafter):
         riders = Riders(tokens=torch.tensor(guess, dtype=torch.long), offsets=torch.arange(1, width + 1), visible=visible)
         return Proposal(tree=tree, riders=riders)
 
-    def observe(self, verdict, ctx):
+    def observe(self, verdict: Verdict, ctx: StepContext) -> None:
         logits = verdict.rider_logits
         if logits is None:
             self.guess = []
@@ -174,11 +182,11 @@ class FeatureDrafter(KitDrafter):
     consumes = frozenset({Capability.HIDDEN_STATES})
     hidden_layers = (1, 2)
 
-    def start(self, prompt, hidden):
+    def start(self, prompt: torch.Tensor, hidden: HiddenStates) -> None:
         super().start(prompt, hidden)
         self.features = {layer: states.clone() for layer, states in hidden.items()}
 
-    def propose(self, ctx):
+    def propose(self, ctx: StepContext) -> Proposal:
         cached = len(ctx.tokens) - 1
         for layer, states in self.features.items():
             if states.shape[0] != cached:
@@ -204,7 +212,7 @@ class FeatureDrafter(KitDrafter):
         features = last.expand(depth, -1).clone()
         return Proposal(marginals=Marginals(ids=top.indices, logprobs=top.values, vocab_size=vocab), features=features)
 
-    def observe(self, verdict, ctx):
+    def observe(self, verdict: Verdict, ctx: StepContext) -> None:
         for layer in self.hidden_layers:
             self.features[layer] = torch.cat([self.features[layer], verdict.hidden[layer]])
 
@@ -213,7 +221,7 @@ class KitPlugin:
     """Registers the kit's drafters; tests add it to a registry, users never see it installed."""
 
     @hookimpl
-    def register_drafters(self, register):
+    def register_drafters(self, register: Register) -> None:
         register("kit-random-tree", RandomTreeDrafter)
         register("kit-random-marginals", RandomMarginalsDrafter)
         register("kit-sampled-tree", SampledTreeDrafter)
@@ -233,10 +241,10 @@ class ReplayDrafter(Drafter):
 
     produces = frozenset({Capability.TREE})
 
-    def __init__(self, path: list | None = None, length: int = 1):
+    def __init__(self, path: list | None = None, length: int = 1) -> None:
         self.path, self.length = list(path or ()), length
 
-    def propose(self, ctx):
+    def propose(self, ctx: StepContext) -> Proposal:
         start = len(ctx.tokens)
         chain = self.path[start:start + min(self.length, max(ctx.max_depth, 0))]
         if self.path[:start] != ctx.tokens.tolist():
@@ -248,5 +256,5 @@ class ReplayPlugin:
     """Registers ``kit-replay``; measurements add it to a registry, the conformance suites do not."""
 
     @hookimpl
-    def register_drafters(self, register):
+    def register_drafters(self, register: Register) -> None:
         register("kit-replay", ReplayDrafter)

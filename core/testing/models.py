@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import functools
 import os
+from typing import TYPE_CHECKING
 
 import torch
 import transformers
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 FAMILIES = {
     "llama": ("LlamaConfig", "LlamaForCausalLM"),
@@ -44,13 +48,15 @@ def tolerance(dtype: torch.dtype) -> float:
     return TOLERANCES.get(dtype, 1e-9)
 
 
-def tiny_model(family: str = "llama", seed: int = 0, vocab_size: int = 32, max_length: int = 64, scale: float = 0.5):
+def tiny_model(family: str = "llama", seed: int = 0, vocab_size: int = 32, max_length: int = 64,
+               scale: float = 0.5) -> PreTrainedModel:
     """A randomly initialised two-layer model; ``scale`` (the init std) makes its distributions peaky or flat."""
     return _tiny_model(family, seed, vocab_size, max_length, scale, str(kit_device()), kit_dtype())
 
 
 @functools.lru_cache(maxsize=32)
-def _tiny_model(family, seed, vocab_size, max_length, scale, device, dtype):
+def _tiny_model(family: str, seed: int, vocab_size: int, max_length: int, scale: float, device: str,
+                dtype: torch.dtype) -> PreTrainedModel:
     config_name, model_name = FAMILIES[family]
     config = getattr(transformers, config_name)(
         vocab_size=vocab_size,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 import torch
@@ -14,7 +15,13 @@ from specmix.testing.drafters import KIT_DRAFTERS, KitDrafter, KitPlugin
 from specmix.testing.models import kit_static, tiny_model, tolerance
 from specmix.testing.reference import next_logits, reference_greedy, reference_sequence_probs
 
-CURVE = CostCurve(sizes=(1, 2, 4, 8, 16, 32, 64), seconds=(79, 112, 138, 140, 143, 162, 220))
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from specmix import Target
+
+# CostCurve's fields converted by tuple() read to mypy as taking Iterable[_T_co], which nothing matches.
+CURVE = CostCurve(sizes=(1, 2, 4, 8, 16, 32, 64), seconds=(79, 112, 138, 140, 143, 162, 220))  # type: ignore[arg-type]
 """The shape of T(N) for a 135M model on a 2-core CPU (ms); tests use it instead of timing anything."""
 
 
@@ -23,7 +30,8 @@ def kit_registry(extra_plugins: Iterable[object] = ()) -> Registry:
     return Registry.load(extra_plugins=(KitPlugin(), *extra_plugins), strict=True)
 
 
-def make_decoder(registry: Registry, names: Mapping[str, str], model, seed: int, options=None,
+def make_decoder(registry: Registry, names: Mapping[str, str], model: PreTrainedModel, seed: int,
+                 options: Mapping[str, Mapping] | None = None,
                  cost_curve: CostCurve = CURVE) -> Decoder:
     """A decoder for ``names`` (``"a+b"`` mixes drafters) with each component's ``test_options`` under
     ``options``; kit drafters get ``seed`` and the model as their oracle; ``cost_curve`` stands for T(N)."""
@@ -52,7 +60,7 @@ class GreedyCase:
     drafter_seed: int
 
 
-def check_cache_matches_rebuild(target, model, committed: Sequence[int]) -> None:
+def check_cache_matches_rebuild(target: Target, model: PreTrainedModel, committed: Sequence[int]) -> None:
     """The compacted cache equals one built by a plain forward over all committed tokens but the last."""
     rebuilt = DynamicCache()
     with torch.no_grad():
@@ -67,12 +75,13 @@ def check_cache_matches_rebuild(target, model, committed: Sequence[int]) -> None
                 f"layer {index} {name} differ from a rebuild"
 
 
-def check_greedy_identical(registry: Registry, names: Mapping[str, str], case: GreedyCase, options=None,
+def check_greedy_identical(registry: Registry, names: Mapping[str, str], case: GreedyCase,
+                           options: Mapping[str, Mapping] | None = None,
                            check_cache: bool = True, cost_curve: CostCurve = CURVE) -> None:
     """Greedy output is token-for-token the target's own; optionally the cache is checked after every step."""
     model = tiny_model(case.family, case.model_seed)
     decoder = make_decoder(registry, names, model, case.drafter_seed, options, cost_curve)
-    tokens = []
+    tokens: list[int] = []
     for step in decoder.stream(case.prompt, case.settings):
         tokens.extend(step.tokens)
         if check_cache and step.stop_reason is None:
@@ -82,7 +91,7 @@ def check_greedy_identical(registry: Registry, names: Mapping[str, str], case: G
         assert_parting_at_a_rounding_tie(model, case.prompt, tokens, expected, decoder.composition.label)
 
 
-def assert_parting_at_a_rounding_tie(model, prompt: Sequence[int], ours: Sequence[int], expected: Sequence[int],
+def assert_parting_at_a_rounding_tie(model: PreTrainedModel, prompt: Sequence[int], ours: Sequence[int], expected: Sequence[int],
                                      label: str) -> None:
     """Fails unless greedy output ``ours`` parts from the target's ``expected`` only where the target's two
     candidates lie within its precision's rounding (never in fp64).
@@ -122,7 +131,8 @@ def chi_square_p_value(observed: Mapping, expected_probs: Mapping, samples: int)
 
 
 def check_sampling_distribution(registry: Registry, names: Mapping[str, str], settings: DecodeSettings,
-                                samples: int = 1500, length: int = 2, family: str = "llama", options=None,
+                                samples: int = 1500, length: int = 2, family: str = "llama",
+                                options: Mapping[str, Mapping] | None = None,
                                 alpha: float = 1e-4) -> float:
     """The first ``length`` sampled tokens follow the target's exact processed distribution (chi-square).
 
@@ -132,7 +142,7 @@ def check_sampling_distribution(registry: Registry, names: Mapping[str, str], se
     prompt = (2, 3, 4)
     run = attrs.evolve(settings, max_new_tokens=length, stop_ids=())
     exact = reference_sequence_probs(model, prompt, run, length)
-    counts = collections.Counter()
+    counts: collections.Counter[tuple[int, ...]] = collections.Counter()
     # One decoder for every sample, as a user's would be: drafters keep no state past start();
     # the kit's drafters draw their random trees from a new seed each time.
     decoder = make_decoder(registry, names, model, 0, options)

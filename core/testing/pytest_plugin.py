@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def pytest_generate_tests(metafunc):
+if TYPE_CHECKING:
+    import pytest
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     cls = metafunc.cls
     # Cheap checks first: this hook runs for every test of every project that has specmix installed.
     if cls is None or "composition" not in metafunc.fixturenames:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -12,7 +13,7 @@ from specmix.testing.models import FAMILIES
 from specmix.testing.properties import GreedyCase
 
 PROFILE_VARIABLE = "SPECMIX_HYPOTHESIS_PROFILE"
-PROFILES = {
+PROFILES: dict[str, dict[str, Any]] = {
     "ci": dict(max_examples=25, derandomize=True),
     "dev": dict(max_examples=8),
     "dry": dict(max_examples=2, derandomize=True),
@@ -34,7 +35,7 @@ def kit_settings() -> settings:
 
 
 @st.composite
-def greedy_cases(draw, vocab_size: int = 32) -> GreedyCase:
+def greedy_cases(draw: st.DrawFn, vocab_size: int = 32) -> GreedyCase:
     """A tiny model, a prompt, length and stop ids that sometimes cut generation short, and a drafter seed."""
     prompt = draw(st.lists(st.integers(0, vocab_size - 1), min_size=1, max_size=40))
     stops = draw(st.one_of(

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 from hypothesis import given
 
-from specmix import DecodeSettings
-from specmix.testing.properties import check_greedy_identical, check_sampling_distribution, kit_registry
+from specmix import Composition, DecodeSettings, Registry
+from specmix.testing.properties import GreedyCase, check_greedy_identical, check_sampling_distribution, kit_registry
 from specmix.testing.strategies import greedy_cases, kit_settings
 
 SAMPLING = (
@@ -39,7 +39,7 @@ class ConformanceSuite:
     sampling_samples: int = 800
 
     @classmethod
-    def registry(cls):
+    def registry(cls) -> Registry:
         return kit_registry(cls.extra_plugins)
 
     @classmethod
@@ -52,17 +52,17 @@ class ConformanceSuite:
 
     @given(case=greedy_cases())
     @kit_settings()
-    def test_greedy_identical(self, composition, case):
+    def test_greedy_identical(self, composition: dict[str, str], case: GreedyCase) -> None:
         check_greedy_identical(self.registry(), composition, case, self.options)
 
-    def test_sampling_distribution(self, composition):
+    def test_sampling_distribution(self, composition: dict[str, str]) -> None:
         for index, settings in enumerate(SAMPLING):
             check_sampling_distribution(self.registry(), composition, settings,
                                         samples=self.sampling_samples, family=("llama", "qwen3")[index % 2],
                                         options=self.options)
 
 
-def _names(composition) -> dict[str, str]:
+def _names(composition: Composition) -> dict[str, str]:
     join = lambda slots: "+".join(slot.name for slot in slots)  # noqa: E731
     return {"drafter": join(composition.drafters), "builder": join(composition.builders),
             "selector": composition.selector.name, "verifier": composition.verifier.name}

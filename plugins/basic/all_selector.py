@@ -1,8 +1,8 @@
 """The ``all`` selector: verifies the whole candidate tree."""
 
-from specmix import Selector
+from specmix import Proposal, Selector, StepContext, TokenTree
 
 
 class AllSelector(Selector):
-    def select(self, tree, proposal, ctx):
+    def select(self, tree: TokenTree, proposal: Proposal, ctx: StepContext) -> TokenTree:
         return tree

@@ -1,8 +1,9 @@
 """The ``best-first`` builder (DDTree): the most probable prefix-closed trees from per-position marginals."""
 
 import heapq
+from typing import cast
 
-from specmix import Capability, ConfigurationError, TokenTree, TreeBuilder
+from specmix import Capability, ConfigurationError, Marginals, Proposal, StepContext, TokenTree, TreeBuilder
 
 
 class BestFirstBuilder(TreeBuilder):
@@ -18,13 +19,13 @@ class BestFirstBuilder(TreeBuilder):
     consumes = frozenset({Capability.MARGINALS})
     produces = frozenset({Capability.TREE, Capability.LOGPROBS})
 
-    def __init__(self, nodes: int = 64):
+    def __init__(self, nodes: int = 64) -> None:
         if nodes < 0:
             raise ConfigurationError(f"nodes must be >= 0, got {nodes}")
         self.nodes = nodes
 
-    def build(self, proposal, ctx):
-        marginals = proposal.marginals
+    def build(self, proposal: Proposal, ctx: StepContext) -> TokenTree:
+        marginals = cast(Marginals, proposal.marginals)  # consumed, so always there
         depth = min(marginals.depth, ctx.max_depth)
         tokens, parents, logprobs = [ctx.root], [-1], [0.0]
         if depth <= 0 or self.nodes == 0:

@@ -2,7 +2,7 @@
 
 import torch
 
-from specmix import Capability, ConfigurationError, ReachSelector
+from specmix import Capability, ConfigurationError, Proposal, ReachSelector, TokenTree
 
 
 class BudgetSelector(ReachSelector):
@@ -19,13 +19,13 @@ class BudgetSelector(ReachSelector):
 
     uses = frozenset({Capability.LOGPROBS})
 
-    def __init__(self, budget: int | None = None, prior: float = 0.5, calibrate: bool = True):
+    def __init__(self, budget: int | None = None, prior: float = 0.5, calibrate: bool = True) -> None:
         super().__init__(budget, calibrate)
         if not 0 < prior <= 1:
             raise ConfigurationError(f"prior must lie in (0, 1], got {prior}")
         self.prior = prior
 
-    def reach(self, tree, proposal=None) -> torch.Tensor:
+    def reach(self, tree: TokenTree, proposal: Proposal | None = None) -> torch.Tensor:
         cumulative = tree.cumulative_logprobs()
         if cumulative is not None:
             return cumulative.exp()

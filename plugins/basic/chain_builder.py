@@ -1,6 +1,8 @@
 """The ``chain`` builder: one straight path, the best token at each drafted position given the one before."""
 
-from specmix import Capability, TokenTree, TreeBuilder
+from typing import cast
+
+from specmix import Capability, Marginals, Proposal, StepContext, TokenTree, TreeBuilder
 
 
 class ChainBuilder(TreeBuilder):
@@ -12,8 +14,8 @@ class ChainBuilder(TreeBuilder):
     produces = frozenset({Capability.TREE, Capability.LOGPROBS})
     uses = frozenset({Capability.TRANSITIONS})
 
-    def build(self, proposal, ctx):
-        marginals = proposal.marginals
+    def build(self, proposal: Proposal, ctx: StepContext) -> TokenTree:
+        marginals = cast(Marginals, proposal.marginals)  # consumed, so always there
         depth = min(marginals.depth, max(ctx.max_depth, 0))
         tokens, logprobs, previous = [ctx.root], [0.0], 0
         for position in range(depth):

@@ -1,10 +1,12 @@
 """The ``drafted`` builder: uses the candidate tree the drafter proposed, as it is."""
 
-from specmix import Capability, TreeBuilder
+from typing import cast
+
+from specmix import Capability, Proposal, StepContext, TokenTree, TreeBuilder
 
 
 class DraftedTreeBuilder(TreeBuilder):
     consumes = frozenset({Capability.TREE})
 
-    def build(self, proposal, ctx):
-        return proposal.tree
+    def build(self, proposal: Proposal, ctx: StepContext) -> TokenTree:
+        return cast(TokenTree, proposal.tree)  # consumed, so always there

@@ -1,6 +1,8 @@
 """Entry point ``basic``: the shared components and the ``vanilla`` method."""
 
-from specmix import FALLBACK_RANK, Method, hookimpl
+from collections.abc import Callable
+
+from specmix import FALLBACK_RANK, Drafter, Method, Selector, TreeBuilder, Verifier, hookimpl
 from specmix.plugins.basic.all_selector import AllSelector
 from specmix.plugins.basic.best_first_builder import BestFirstBuilder
 from specmix.plugins.basic.budget_selector import BudgetSelector
@@ -11,30 +13,30 @@ from specmix.plugins.basic.tree_verifier import TreeVerifier
 
 
 @hookimpl
-def register_drafters(register):
+def register_drafters(register: Callable[[str, Callable[..., Drafter]], None]) -> None:
     register("none", NoDrafter)
 
 
 @hookimpl
-def register_tree_builders(register):
+def register_tree_builders(register: Callable[[str, Callable[..., TreeBuilder]], None]) -> None:
     register("drafted", DraftedTreeBuilder)
     register("chain", ChainBuilder)
     register("best-first", BestFirstBuilder)
 
 
 @hookimpl
-def register_selectors(register):
+def register_selectors(register: Callable[[str, Callable[..., Selector]], None]) -> None:
     register("all", AllSelector)
     register("budget", BudgetSelector)
 
 
 @hookimpl
-def register_verifiers(register):
+def register_verifiers(register: Callable[[str, Callable[..., Verifier]], None]) -> None:
     register("tree", TreeVerifier)
 
 
 @hookimpl
-def register_methods(register):
+def register_methods(register: Callable[[Method], None]) -> None:
     register(Method(
         name="vanilla",
         drafter="none",

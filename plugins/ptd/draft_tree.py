@@ -59,7 +59,10 @@ class ProgressiveDraftTree:
     def riders(self, limit: int | None = None) -> Riders:
         """The tree in depth-first order (at most ``limit``, else ``max_riders``, nodes; maybe none), remembered for ``grow``."""
         limit = self.max_riders if limit is None else min(limit, self.max_riders)
-        order, offsets, visible_sets, heads = [], [], [], []
+        order: list[DraftNode] = []
+        offsets: list[int] = []
+        visible_sets: list[list[int]] = []
+        heads: list[int] = []
         for head in self.spine:
             if len(order) >= limit:
                 break

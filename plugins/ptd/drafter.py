@@ -11,12 +11,16 @@ so sampling uses sample-and-match and stays exact.
 from __future__ import annotations
 
 import random
+from typing import Any
 
-from specmix import Capability, Drafter, Proposal
+import torch
+
+from specmix import Capability, Drafter, Proposal, StepContext, Verdict
 from specmix.plugins.ptd.draft_tree import ProgressiveDraftTree
 from specmix.plugins.ptd.pool import CandidatePool
 from specmix.plugins.ptd.rider_budget import RiderBudget
 from specmix.sizing.odds import ContinuationOdds
+from specmix.values import HiddenStates
 
 
 class PTDDrafter(Drafter):
@@ -39,8 +43,8 @@ class PTDDrafter(Drafter):
 
     def __init__(self, spine: int = 4, max_children: int = 2, max_depth: int = 6, max_riders: int = 8,
                  linked_spine: bool = True, pool_nodes: int = 60, candidate_depth: int = 8, seed: int = 0,
-                 prior: float = 0.5, adaptive_riders: bool = True):
-        self.options = dict(spine=spine, max_children=max_children, max_depth=max_depth, max_riders=max_riders,
+                 prior: float = 0.5, adaptive_riders: bool = True) -> None:
+        self.options: dict[str, Any] = dict(spine=spine, max_children=max_children, max_depth=max_depth, max_riders=max_riders,
                             linked_spine=linked_spine)
         self.pool_nodes, self.candidate_depth, self.seed = pool_nodes, candidate_depth, seed
         self.odds = ContinuationOdds(prior)
@@ -49,24 +53,24 @@ class PTDDrafter(Drafter):
         self.budget = RiderBudget(arms)
 
     @property
-    def needs_cost_curve(self) -> bool:
+    def needs_cost_curve(self) -> bool:  # type: ignore[override]  # Component's is a plain attribute
         return len(self.budget.arms) > 1
 
-    def start(self, prompt, hidden):
+    def start(self, prompt: torch.Tensor, hidden: HiddenStates) -> None:
         self.draft = ProgressiveDraftTree(**self.options)
         self.draft.seed(prompt.tolist(), random.Random(self.seed))
         self.pool = CandidatePool(self.pool_nodes)
         self.odds.reset()
         self.budget.reset()
-        self.sending = None
+        self.sending: int | None = None
 
-    def propose(self, ctx):
+    def propose(self, ctx: StepContext) -> Proposal:
         tree = self.pool.tree(ctx.root, ctx.vocab_size, min(self.candidate_depth, ctx.max_depth),
                               lambda depth: self.odds.logprob(depth > 1))
         self.sending = self.budget.choose() if ctx.cost is not None else max(self.budget.arms)
         return Proposal(tree=tree, riders=self.draft.riders(self.sending))
 
-    def observe(self, verdict, ctx):
+    def observe(self, verdict: Verdict, ctx: StepContext) -> None:
         tree, logits = verdict.tree, verdict.node_logits
         # What the target chose after every verified node where that is known (all of them, or the ones the walk
         # read where the head runs on those alone) extends the trie just verified.

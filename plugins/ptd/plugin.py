@@ -1,16 +1,18 @@
 """Entry point ``ptd``: the ``ptd`` drafter and the ``ptd`` and ``ptd-branches`` methods."""
 
-from specmix import Method, hookimpl
+from collections.abc import Callable
+
+from specmix import Drafter, Method, hookimpl
 from specmix.plugins.ptd.drafter import PTDDrafter
 
 
 @hookimpl
-def register_drafters(register):
+def register_drafters(register: Callable[[str, Callable[..., Drafter]], None]) -> None:
     register("ptd", PTDDrafter)
 
 
 @hookimpl
-def register_methods(register):
+def register_methods(register: Callable[[Method], None]) -> None:
     register(Method(
         name="ptd",
         drafter="ptd",

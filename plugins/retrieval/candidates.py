@@ -60,7 +60,7 @@ class GrowingMatch:
     have made the last match longer. Otherwise the search runs afresh, no longer than that. A context shorter than
     the last one is another context, searched afresh."""
 
-    def __init__(self, store: Datastore, longest: int):
+    def __init__(self, store: Datastore, longest: int) -> None:
         self.store, self.longest = store, longest
         self.match: Match | None = None
         self.seen = 0
@@ -84,7 +84,8 @@ def candidates(store: Datastore, match: Match | None, nodes: int, depth: int) ->
     if match is None or depth < 1:
         return None
     found = store.continuations(match, nodes, depth)
-    paths, keys = [()], [None]
+    paths: list[tuple[int, ...]] = [()]
+    keys: list[Key | None] = [None]
     for node in range(1, len(found.tokens)):
         parent = found.parents[node]
         paths.append(paths[parent] + (found.tokens[node],))

@@ -162,8 +162,10 @@ class Datastore:
         text, suffixes = self._text, self._suffixes
         low, high = match.low, match.high
         for offset, token in enumerate(following, start=match.length):
-            low = bisect.bisect_left(suffixes, token, low, high, key=lambda start, offset=offset: text[start + offset])
-            high = bisect.bisect_right(suffixes, token, low, high, key=lambda start, offset=offset: text[start + offset])
+            low = bisect.bisect_left(suffixes, token, low, high,
+                                     key=lambda start, offset=offset: text[start + offset])  # type: ignore[misc]
+            high = bisect.bisect_right(suffixes, token, low, high,
+                                       key=lambda start, offset=offset: text[start + offset])  # type: ignore[misc]
             if low == high:
                 return None
         return Match(match.length + len(following), low, high)
@@ -190,12 +192,13 @@ class Datastore:
                 push_children(len(tokens) - 1, low, low - negative, level)
         return Continuations(tuple(tokens), tuple(parents), tuple(counts))
 
-    def _followers(self, low: int, high: int, offset: int) -> list[tuple[int, int, int]]:
+    def _followers(self, low: int, high: int, offset: int) -> Sequence[Sequence[int]]:
         """The distinct tokens ``offset`` tokens into the suffixes ``[low, high)``, each with its sub-range's start and
         size. The suffixes share their first ``offset`` tokens (a path holds no separator, so none runs past the
         text), hence those tokens are sorted and each one's suffixes lie side by side."""
         if high - low <= SMALL_RANGE:  # most ranges below a match are tiny: a loop beats numpy's call overhead
-            text, suffixes, groups = self._text, self._suffixes, []
+            text, suffixes = self._text, self._suffixes
+            groups: list[list[int]] = []
             for index in range(low, high):
                 token = text[suffixes[index] + offset]
                 if groups and groups[-1][0] == token:

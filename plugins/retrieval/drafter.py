@@ -5,10 +5,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from specmix import Capability, ConfigurationError, Drafter, Proposal, TokenTree
-from specmix.plugins.retrieval.candidates import GrowingMatch, candidates
+import torch
+
+from specmix import Capability, ConfigurationError, Drafter, Proposal, StepContext, Target, TokenTree, Verdict
+from specmix.plugins.retrieval.candidates import GrowingMatch, Key, candidates
 from specmix.plugins.retrieval.corpus import Corpus
 from specmix.sizing.odds import ContinuationOdds
+from specmix.values import HiddenStates
 
 SHIPPED = Path(__file__).parent / "corpora"
 
@@ -40,13 +43,13 @@ class CorpusDrafter(Drafter):
     test_options = {"random_documents": 64}
 
     def __init__(self, corpus: str | None = None, longest: int = 32, nodes: int = 16, depth: int = 8,
-                 explore: float = 0.0, memory: float = 64.0, random_documents: int | None = None):
+                 explore: float = 0.0, memory: float = 64.0, random_documents: int | None = None) -> None:
         if longest < 1 or nodes < 1 or depth < 1:
             raise ConfigurationError("longest, nodes and depth must be at least 1")
         self.corpus_option, self.longest, self.nodes, self.depth = corpus, longest, nodes, depth
         self.explore, self.memory, self.random_documents = explore, memory, random_documents
 
-    def attach(self, target):
+    def attach(self, target: Target) -> None:
         if self.random_documents:
             self.corpus = Corpus.random(target.vocab_size, target.fingerprint, self.random_documents)
         else:
@@ -54,13 +57,13 @@ class CorpusDrafter(Drafter):
         self.odds = ContinuationOdds(prior=self.corpus.overall, explore=self.explore, memory=self.memory,
                                      priors=self.corpus.priors)
 
-    def start(self, prompt, hidden):
+    def start(self, prompt: torch.Tensor, hidden: HiddenStates) -> None:
         self.tokens = prompt.tolist()
         self.matching = GrowingMatch(self.corpus.store, self.longest)
         self.odds.reset()
-        self.keys: dict[tuple[int, ...], tuple] = {}  # the proposed paths (below the root) and their odds keys
+        self.keys: dict[tuple[int, ...], Key | None] = {}  # the proposed paths (below the root) and their odds keys
 
-    def propose(self, ctx):
+    def propose(self, ctx: StepContext) -> Proposal:
         found = candidates(self.corpus.store, self.matching.of(self.tokens), self.nodes, min(self.depth, ctx.max_depth))
         if found is None or found.size == 1:
             self.keys = {}
@@ -70,13 +73,13 @@ class CorpusDrafter(Drafter):
         return Proposal(tree=TokenTree(tokens=(ctx.root, *found.tokens[1:]), parents=found.parents,
                                        vocab_size=ctx.vocab_size, logprobs=logprobs))
 
-    def observe(self, verdict, ctx):
+    def observe(self, verdict: Verdict, ctx: StepContext) -> None:
         if self.keys and not self._learn(verdict):  # keys are empty too when a mix had this step go without it
             self.odds.fade()  # none of its nodes was verified: old evidence fades, so a key written off is tried again
         self.keys = {}
         self.tokens.extend(verdict.committed)
 
-    def _learn(self, verdict) -> bool:
+    def _learn(self, verdict: Verdict) -> bool:
         """Count every verified node of ours whose parent the walk reached, taken if the walk went on through it;
         whether there was any."""
         tree, accepted, learnt = verdict.tree, verdict.tokens, False

@@ -1,17 +1,19 @@
 """Entry point ``retrieval``: the ``corpus`` drafter, the ``corpus`` method, and its recipe ``specmix train corpus``."""
 
-from specmix import Method, hookimpl
+from collections.abc import Callable
+
+from specmix import Drafter, Method, Trainer, hookimpl
 from specmix.plugins.retrieval.drafter import CorpusDrafter
 from specmix.plugins.retrieval.recipe import CorpusTrainer
 
 
 @hookimpl
-def register_drafters(register):
+def register_drafters(register: Callable[[str, Callable[..., Drafter]], None]) -> None:
     register("corpus", CorpusDrafter)
 
 
 @hookimpl
-def register_methods(register):
+def register_methods(register: Callable[[Method], None]) -> None:
     register(Method(
         name="corpus",
         drafter="corpus",
@@ -24,5 +26,5 @@ def register_methods(register):
 
 
 @hookimpl
-def register_trainers(register):
+def register_trainers(register: Callable[[str, type[Trainer]], None]) -> None:
     register("corpus", CorpusTrainer)

@@ -6,9 +6,11 @@ again; the corpus is rebuilt from them in under a minute.
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import cast
 
 from specmix import Trainer
 from specmix.plugins.retrieval.candidates import GrowingMatch, Key, candidates, coarse
@@ -63,8 +65,9 @@ def taken_counts(store: Datastore, texts: Sequence[Sequence[int]], starts: Seque
                 if found.parents[node] in reached:
                     at = position + len(found.paths[node]) - 1
                     taken = at < len(text) and text[at] == found.tokens[node]
-                    counts[found.keys[node]][0] += taken
-                    counts[found.keys[node]][1] += 1
+                    key = cast(Key, found.keys[node])  # only node 0 has none
+                    counts[key][0] += taken
+                    counts[key][1] += 1
                     if taken:
                         reached.add(node)
     return counts
@@ -85,7 +88,7 @@ def rates(counts: dict[Key, list[int]]) -> tuple[dict[Key, float], float]:
 class CorpusTrainer(Trainer):
     description = "make a retrieval corpus of the target's own responses, with acceptance rates measured on held-out ones"
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_common_arguments(parser, prompts=1500, held_out=100, max_new_tokens=256)
         parser.add_argument("--more-prompts", type=int, default=1728,
                             help="prompts of further kinds of task, after --prompts of the diffusion recipe's kinds")
@@ -98,7 +101,7 @@ class CorpusTrainer(Trainer):
         parser.add_argument("--nodes", type=int, default=16, help="candidates per position when measuring rates")
         parser.add_argument("--depth", type=int, default=8, help="how deep candidates go when measuring rates")
 
-    def run(self, args) -> int:
+    def run(self, args: argparse.Namespace) -> int:
         work = open_workspace(args)
         more = stored_prompts(work.out / "more-prompts.json", args.more_prompts, args.seed, args.exclude, CORPUS_TEMPLATES)
         code = stored_prompts(work.out / "code-prompts.json", args.code_prompts, args.seed, args.exclude, CODE_TEMPLATES)
@@ -117,7 +120,8 @@ class CorpusTrainer(Trainer):
         store = Datastore.of(texts)
         source = (f"specmix train corpus: greedy responses (up to {args.max_new_tokens} tokens) to {len(texts)} prompts "
                   f"({parts}, seed {args.seed}); rates on {len(held_out)} held out")
-        corpus = Corpus(CorpusConfig(fingerprint(work.model), store.documents, store.tokens, source), store, priors,
+        # Workspace.model is typed object: the target, a PreTrainedModel.
+        corpus = Corpus(CorpusConfig(fingerprint(work.model), store.documents, store.tokens, source), store, priors,  # type: ignore[arg-type]
                         overall)
         corpus.save(work.out)
         first = [counts[key] for key in counts if key[1] == 1]
