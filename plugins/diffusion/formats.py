@@ -12,7 +12,7 @@ draft layers, ``fc``, ``hidden_norm`` and ``norm`` (and DFlash 2's convolutions 
 ``specmix_target`` (the target's fingerprint) to the configs it writes, which readers ignore.
 
 **specmix** (:mod:`specmix.plugins.diffusion.network`): ``config.json`` of a
-:class:`DrafterConfig` beside ``model.pt``.
+:class:`DrafterConfig` beside ``model.safetensors`` (see :mod:`specmix.plugins.trained.weights_dir`).
 
 Either may have ``vocab.json`` beside it: the drafter's training responses' tokens, most
 frequent first, over which it may draft.

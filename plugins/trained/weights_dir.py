@@ -1,8 +1,10 @@
-"""A trained module's directory: ``config.json`` (an attrs config naming its target) beside ``model.pt``.
+"""A trained module's directory: ``config.json`` (an attrs config naming its target) beside ``model.safetensors``.
 
 The diffusion drafter and the TAPS scorer are both stored this way, in the package for the
 default model and wherever a user trains one; a retrieval corpus keeps its own files beside
-such a config.
+such a config. A directory from before, whose weights are a pickled ``model.pt``, is refused
+with the command that converts it (:mod:`specmix.plugins.trained.to_safetensors`): it is not
+converted on load, since the directory may be read-only or shared, and loading never unpickles.
 """
 
 from __future__ import annotations
@@ -12,19 +14,27 @@ from pathlib import Path
 
 import attrs
 import torch
+from safetensors.torch import load_file, save_file
 from torch import nn
 
 from specmix import ConfigurationError
 
 CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.pt"
+WEIGHTS_FILE = "model.safetensors"
+PICKLED_FILE = "model.pt"
+"""What directories written before held their weights in."""
 
 
 def save(module: nn.Module, config, directory: Path) -> None:
     """Writes ``config`` and the module's weights (fp32, on the CPU)."""
     directory = write_config(config, directory)
-    torch.save({name: tensor.detach().cpu().float() for name, tensor in module.state_dict().items()},
-               directory / WEIGHTS_FILE)
+    write_weights(module.state_dict(), directory)
+
+
+def write_weights(state: dict[str, torch.Tensor], directory: Path) -> None:
+    """Writes ``state`` into ``directory`` as the weights file (fp32, on the CPU)."""
+    save_file({name: tensor.detach().cpu().float().contiguous() for name, tensor in state.items()},
+              Path(directory) / WEIGHTS_FILE)
 
 
 def write_config(config, directory: Path) -> Path:
@@ -40,7 +50,13 @@ def read_config(config_type: type, directory: Path):
 
 
 def load_weights(module: nn.Module, directory: Path) -> nn.Module:
-    module.load_state_dict(torch.load(Path(directory) / WEIGHTS_FILE, map_location="cpu", weights_only=True))
+    directory = Path(directory)
+    if not (directory / WEIGHTS_FILE).exists():
+        if (directory / PICKLED_FILE).exists():
+            raise ConfigurationError(f"{directory} holds its weights in the old pickled {PICKLED_FILE}; convert them once "
+                                     f"with `python -m specmix.plugins.trained.to_safetensors {directory}`")
+        raise ConfigurationError(f"{directory} holds no {WEIGHTS_FILE}")
+    module.load_state_dict(load_file(directory / WEIGHTS_FILE))
     return module
 
 
