@@ -1,0 +1,7 @@
+"""``python -m specmix.cli``: the ``specmix`` command."""
+
+import sys
+
+from specmix.cli.main import main
+
+sys.exit(main())
