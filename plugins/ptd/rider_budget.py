@@ -14,12 +14,14 @@ and the defaults, about one step in eight explores).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from specmix.sizing.cost import CostCurve
 from specmix.sizing.estimate import DecayingAverage
 
 
 class RiderBudget:
-    def __init__(self, arms, window: int = 4, revisit: int = 96):
+    def __init__(self, arms: Iterable[int], window: int = 4, revisit: int = 96) -> None:
         self.arms = tuple(sorted(set(arms), key=lambda arm: (arm == 0, arm)))  # the order trials go in
         self.window, self.revisit = window, revisit
         self.reset()
@@ -28,7 +30,8 @@ class RiderBudget:
         self.payoffs = {arm: DecayingAverage(self.window) for arm in self.arms}
         self.tries = dict.fromkeys(self.arms, 0)
         self.last_tried = {arm: -1 for arm in self.arms}
-        self.trial, self.trial_left, self.step = None, 0, 0
+        self.trial: int | None = None
+        self.trial_left, self.step = 0, 0
 
     def value(self, arm: int) -> float:
         mean = self.payoffs[arm].mean

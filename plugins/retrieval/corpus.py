@@ -46,7 +46,7 @@ class Corpus:
         """``chosen`` (a directory), else the corpus shipped for this target; either must be this target's."""
         directory, config = weights_dir.find(CorpusConfig, fingerprint, chosen=chosen, shipped=shipped, what="corpus",
                                              hint=CORPUS_HINT)
-        return cls.load(directory, config)  # type: ignore[arg-type]  # find() gives a config_type, typed object
+        return cls.load(directory, config)
 
     @classmethod
     def load(cls, directory: Path, config: CorpusConfig | None = None) -> Corpus:

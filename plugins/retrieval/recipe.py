@@ -120,8 +120,7 @@ class CorpusTrainer(Trainer):
         store = Datastore.of(texts)
         source = (f"specmix train corpus: greedy responses (up to {args.max_new_tokens} tokens) to {len(texts)} prompts "
                   f"({parts}, seed {args.seed}); rates on {len(held_out)} held out")
-        # Workspace.model is typed object: the target, a PreTrainedModel.
-        corpus = Corpus(CorpusConfig(fingerprint(work.model), store.documents, store.tokens, source), store, priors,  # type: ignore[arg-type]
+        corpus = Corpus(CorpusConfig(fingerprint(work.model), store.documents, store.tokens, source), store, priors,
                         overall)
         corpus.save(work.out)
         first = [counts[key] for key in counts if key[1] == 1]

@@ -18,6 +18,7 @@ import attrs
 import torch
 from torch import nn
 
+from specmix import Marginals, Proposal, TokenTree
 from specmix.plugins.trained import weights_dir
 
 EDGE_STATS = 6  # child log-prob, cumulative log-prob, and the position's top-1 log-prob, entropy, margin, top-K mass
@@ -52,10 +53,11 @@ class EdgeInputs:
         """These inputs with the drafter features in float32 (traces store them in half precision)."""
         if self.child_features is None:
             return self
+        assert self.slot_features is not None  # the drafter features come both or neither
         return attrs.evolve(self, child_features=self.child_features.float(), slot_features=self.slot_features.float())
 
 
-def _position_stats(marginals, rows: int) -> torch.Tensor:
+def _position_stats(marginals: Marginals | None, rows: int) -> torch.Tensor:
     """Per drafted position: top-1 log-prob, entropy and margin over the top-K, and top-K mass; zeros past the end."""
     stats = torch.zeros(rows, 4, dtype=torch.float32)
     if marginals is None or marginals.depth == 0:
@@ -68,13 +70,14 @@ def _position_stats(marginals, rows: int) -> torch.Tensor:
     return stats
 
 
-def edge_inputs(tree, proposal) -> EdgeInputs:
+def edge_inputs(tree: TokenTree, proposal: Proposal) -> EdgeInputs:
     """The scorer's inputs for ``tree`` given the proposal it was built from."""
     n, depths = tree.size, torch.tensor(tree.depth_list)
     rows = int(depths.max()) + 1
     position = _position_stats(proposal.marginals, rows)
     logprobs = torch.zeros(n) if tree.logprobs is None else tree.logprobs.float().clamp_min(-30)
-    cumulative = torch.zeros(n) if tree.logprobs is None else tree.cumulative_logprobs().float().clamp_min(-30)
+    path_logprobs = tree.cumulative_logprobs()  # None exactly when tree.logprobs is
+    cumulative = torch.zeros(n) if path_logprobs is None else path_logprobs.float().clamp_min(-30)
     child_row = (depths - 1).clamp_min(0)
     edge = torch.cat([logprobs[:, None], cumulative[:, None], position[child_row]], dim=-1)
     slot = torch.cat([cumulative[:, None], position[depths]], dim=-1)
@@ -140,6 +143,7 @@ class Scorer(nn.Module):
     def _features(self, features: torch.Tensor | None, count: int) -> torch.Tensor:
         if features is None:
             return self.token.weight.new_zeros(count, self.config.width)
+        assert self.feature is not None  # called only for a scorer that reads drafter features
         return self.feature(features.to(self.token.weight.dtype))
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import torch
+from torch import nn
 
-from specmix import Capability, ConfigurationError, ReachSelector
+from specmix import Capability, ConfigurationError, Proposal, ReachSelector, Target, TokenTree
 from specmix.plugins.taps.scorer import Scorer, ScorerConfig, edge_inputs, log_reach
 from specmix.plugins.trained import weights_dir
 
@@ -38,9 +40,10 @@ class LearnedSelector(ReachSelector):
         super().__init__(budget, calibrate)
         self.weights, self.drafter, self.random_init, self.seed = weights, drafter, random_init, seed
 
-    def attach(self, target):
-        self.embedding = target.model.get_input_embeddings()
+    def attach(self, target: Target) -> None:
+        self.embedding = cast(nn.Embedding, target.model.get_input_embeddings())  # a causal language model's token embedding
         self.fingerprint = target.fingerprint
+        self.scorer: Scorer | None
         if self.random_init:
             self.scorer = None  # built on first use, when the drafter's feature width is known
             return
@@ -48,12 +51,12 @@ class LearnedSelector(ReachSelector):
                                              what="scorer", hint=TRAIN_HINT, drafter=self.drafter)
         self.scorer = Scorer.load(directory, config)
 
-    def learns(self, proposal) -> bool:
+    def learns(self, proposal: Proposal) -> bool:
         """Always: the reach is the scorer's own, whatever the drafter's scores are."""
         return True
 
     @torch.no_grad()
-    def reach(self, tree, proposal) -> torch.Tensor:
+    def reach(self, tree: TokenTree, proposal: Proposal) -> torch.Tensor:
         inputs = edge_inputs(tree, proposal)
         if self.scorer is None:
             width = 0 if inputs.child_features is None else inputs.child_features.shape[-1]
@@ -62,10 +65,10 @@ class LearnedSelector(ReachSelector):
             with torch.random.fork_rng():
                 torch.manual_seed(self.seed)
                 self.scorer = Scorer(config).eval()
-        if self.scorer.feature is not None and inputs.child_features is None:
-            raise ConfigurationError(f"the scorer was trained on the '{self.scorer.config.drafter}' drafter's trees and "
-                                     f"reads its features, which this drafter does not give; {TRAIN_HINT}")
         if self.scorer.feature is not None:
+            if inputs.child_features is None:
+                raise ConfigurationError(f"the scorer was trained on the '{self.scorer.config.drafter}' drafter's trees "
+                                         f"and reads its features, which this drafter does not give; {TRAIN_HINT}")
             if inputs.child_features.shape[-1] != self.scorer.config.feature_dim:
                 raise ConfigurationError(f"the scorer reads drafter features of width {self.scorer.config.feature_dim}, "
                                          f"the drafter gives {inputs.child_features.shape[-1]}; {TRAIN_HINT}")

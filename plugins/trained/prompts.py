@@ -174,7 +174,7 @@ def benchmark_shingles(exclude: Iterable[Path]) -> set[tuple[str, ...]]:
     return shingles
 
 
-def training_prompts(count: int, seed: int = 0, exclude: Iterable[Path] = (), templates=TEMPLATES) -> list[str]:
+def training_prompts(count: int, seed: int = 0, exclude: Iterable[Path] = (), templates: Iterable[str] = TEMPLATES) -> list[str]:
     """``count`` distinct prompts (at most topics × templates), shuffled, none overlapping a benchmark."""
     banned = benchmark_shingles(exclude)
     prompts = [template.format(topic=topic, slug=slug(topic)) for topic in topics() for template in templates]
@@ -183,7 +183,8 @@ def training_prompts(count: int, seed: int = 0, exclude: Iterable[Path] = (), te
     return prompts[:count]
 
 
-def stored_prompts(path: Path, count: int, seed: int, exclude: Iterable[Path], templates=TEMPLATES) -> list[str]:
+def stored_prompts(path: Path, count: int, seed: int, exclude: Iterable[Path],
+                   templates: Iterable[str] = TEMPLATES) -> list[str]:
     """The first ``count`` prompts of a resumable recipe's set: made once and written to ``path``, read back on every
     later run, and grown for a larger ``count`` only where the larger set begins with the stored one (the responses
     already made stay those of the first prompts)."""

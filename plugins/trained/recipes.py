@@ -3,19 +3,24 @@ resumes, the target, the stored prompt set, and progress reporting."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
 from specmix.loading import load_model
 from specmix.plugins.trained.prompts import TEMPLATES, stored_prompts
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-def add_common_arguments(parser, *, prompts: int, held_out: int, max_new_tokens: int) -> None:
+
+def add_common_arguments(parser: argparse.ArgumentParser, *, prompts: int, held_out: int, max_new_tokens: int) -> None:
     """The options every recipe takes: target, output and cache directories, prompt counts, exclusions, length, seed."""
     parser.add_argument("--target", help="HF id, directory or .gguf (default: the embedded default model)")
     parser.add_argument("--out", required=True, help="output directory (resumable)")
@@ -33,8 +38,8 @@ class Workspace:
     """A recipe's output directory, its target and prompt set, and when the run started."""
 
     out: Path
-    model: object = attrs.field(eq=False)
-    tokenizer: object = attrs.field(eq=False)
+    model: PreTrainedModel = attrs.field(eq=False)
+    tokenizer: PreTrainedTokenizerBase = attrs.field(eq=False)
     prompts: list[str] = attrs.field(eq=False)
     started: float
 
@@ -42,7 +47,7 @@ class Workspace:
         return time.perf_counter() - self.started
 
 
-def open_workspace(args, templates=TEMPLATES) -> Workspace:
+def open_workspace(args: argparse.Namespace, templates: Iterable[str] = TEMPLATES) -> Workspace:
     """Create ``--out`` (or reopen it), load ``--target`` and make (or read back) the prompt set."""
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

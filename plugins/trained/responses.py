@@ -4,28 +4,34 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import torch
 
 from specmix import Target
 from specmix.text import encode
 
+if TYPE_CHECKING:
+    from transformers import GenerationMixin, PreTrainedModel, PreTrainedTokenizerBase
 
-def generate_responses(model, tokenizer, prompts: list[str], path: Path, max_new_tokens: int, batch_size: int) -> None:
+
+def generate_responses(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: list[str], path: Path,
+                       max_new_tokens: int, batch_size: int) -> None:
     """Greedy responses of the target, appended to ``path`` batch by batch (resumable)."""
     from tqdm.auto import tqdm
 
     done = sum(1 for line in path.open()) if path.exists() else 0
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     eos = set(Target(model).eos_ids)
+    generator = cast("GenerationMixin", model)  # the target is a causal language model, which generates
     with path.open("a") as out, tqdm(total=len(prompts), initial=done, desc="responses", unit="prompt") as bar:
         for start in range(done, len(prompts), batch_size):
             batch = [encode(tokenizer, p) for p in prompts[start:start + batch_size]]
             width = max(len(ids) for ids in batch)
             ids = torch.tensor([[pad] * (width - len(x)) + x for x in batch])
             attention = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in batch])
-            generated = model.generate(ids, attention_mask=attention, max_new_tokens=max_new_tokens, do_sample=False,
-                                       temperature=None, top_p=None, top_k=None, pad_token_id=pad)
+            generated = generator.generate(ids, attention_mask=attention, max_new_tokens=max_new_tokens, do_sample=False,
+                                           temperature=None, top_p=None, top_k=None, pad_token_id=pad)
             for prompt_ids, row in zip(batch, generated[:, width:].tolist()):
                 response = []
                 for token in row:

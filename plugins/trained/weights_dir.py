@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import attrs
 import torch
@@ -25,7 +26,19 @@ PICKLED_FILE = "model.pt"
 """What directories written before held their weights in."""
 
 
-def save(module: nn.Module, config, directory: Path) -> None:
+class TrainedConfig(Protocol):
+    """What :func:`find` reads in every trained module's config: the fingerprint of the target it was trained for."""
+
+    @property
+    def target(self) -> str: ...
+
+
+C = TypeVar("C")
+T = TypeVar("T", bound=TrainedConfig)
+M = TypeVar("M", bound=nn.Module)
+
+
+def save(module: nn.Module, config: attrs.AttrsInstance, directory: Path) -> None:
     """Writes ``config`` and the module's weights (fp32, on the CPU)."""
     directory = write_config(config, directory)
     write_weights(module.state_dict(), directory)
@@ -37,7 +50,7 @@ def write_weights(state: dict[str, torch.Tensor], directory: Path) -> None:
               Path(directory) / WEIGHTS_FILE)
 
 
-def write_config(config, directory: Path) -> Path:
+def write_config(config: attrs.AttrsInstance, directory: Path) -> Path:
     """Writes ``config`` into ``directory`` (made if need be), and returns the directory."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -45,11 +58,11 @@ def write_config(config, directory: Path) -> Path:
     return directory
 
 
-def read_config(config_type: type, directory: Path):
+def read_config(config_type: type[C], directory: Path) -> C:
     return config_type(**json.loads((Path(directory) / CONFIG_FILE).read_text()))
 
 
-def load_weights(module: nn.Module, directory: Path) -> nn.Module:
+def load_weights(module: M, directory: Path) -> M:
     directory = Path(directory)
     if not (directory / WEIGHTS_FILE).exists():
         if (directory / PICKLED_FILE).exists():
@@ -60,7 +73,7 @@ def load_weights(module: nn.Module, directory: Path) -> nn.Module:
     return module
 
 
-def _packaged(root: Path, config_type: type, **wanted) -> Path | None:
+def _packaged(root: Path, config_type: type[object], **wanted: object) -> Path | None:
     """The first directory under ``root`` whose config has every ``wanted`` field value, if any."""
     for config in sorted(Path(root).glob(f"*/{CONFIG_FILE}")):
         found = read_config(config_type, config.parent)
@@ -69,8 +82,8 @@ def _packaged(root: Path, config_type: type, **wanted) -> Path | None:
     return None
 
 
-def find(config_type: type, fingerprint: str, *, chosen: str | None, shipped: Path, what: str, hint: str,
-         **wanted) -> tuple[Path, object]:
+def find(config_type: type[T], fingerprint: str, *, chosen: str | None, shipped: Path, what: str, hint: str,
+         **wanted: object) -> tuple[Path, T]:
     """The weights directory to load and its config: ``chosen``, else the one shipped under ``shipped``
     for this target (and ``wanted`` config values). Either must have been trained for ``fingerprint``;
     otherwise the error names the ``what`` and how to make one (``hint``)."""

@@ -11,14 +11,15 @@ scorer's, plus half the binary cross-entropy on each node's reach probability.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
 import torch
+from torch import nn
 from torch.nn import functional as F
 
-from specmix import Verifier
+from specmix import Proposal, StepContext, Target, TokenTree, Verdict, Verifier
 from specmix.plugins.taps.scorer import EdgeInputs, Scorer, differentiable_log_reach, edge_inputs
 
 
@@ -29,7 +30,7 @@ class Trace:
     child_prob: torch.Tensor = attrs.field(eq=False)  # [N] the target's probability of this child at its parent
 
 
-def trace(tree, proposal, logits: torch.Tensor) -> Trace:
+def trace(tree: TokenTree, proposal: Proposal, logits: torch.Tensor) -> Trace:
     """What to learn from the target's ``logits [N, V]`` over every node of ``tree``."""
     parents = tree.parents.clamp_min(0)
     argmax = logits.argmax(dim=-1).cpu()
@@ -39,25 +40,38 @@ def trace(tree, proposal, logits: torch.Tensor) -> Trace:
     matches[0], child_prob[0] = False, 0.0
     inputs = edge_inputs(tree, proposal)
     if inputs.child_features is not None:  # half precision on disk: features are most of a trace
+        assert inputs.slot_features is not None  # the drafter features come both or neither
         inputs = attrs.evolve(inputs, child_features=inputs.child_features.half(), slot_features=inputs.slot_features.half())
     return Trace(inputs, matches, child_prob)
 
 
 class RecordingVerifier(Verifier):
-    """Wraps any verifier and hands every verified tree, its proposal and the target's logits to ``sink``."""
+    """Wraps any verifier and hands every verified tree, its proposal and the target's logits to ``sink``.
 
-    def __init__(self, inner: Verifier, sink):
+    Made by :func:`recording`, which declares the inner verifier's capabilities (class attributes) on a subclass.
+    """
+
+    def __init__(self, inner: Verifier, sink: Callable[[Trace], None]) -> None:
         self.inner, self.sink = inner, sink
-        self.consumes, self.produces, self.uses = inner.consumes, inner.produces, inner.uses
 
-    def attach(self, target):
+    def attach(self, target: Target) -> None:
         self.inner.attach(target)
 
-    def verify(self, target, tree, proposal, ctx, hidden_layers):
+    def verify(self, target: Target, tree: TokenTree, proposal: Proposal, ctx: StepContext,
+               hidden_layers: Sequence[int]) -> Verdict:
         verdict = self.inner.verify(target, tree, proposal, ctx, hidden_layers)
         if tree.size > 1:
             self.sink(trace(tree, proposal, verdict.logits))
         return verdict
+
+
+def recording(inner: Verifier, sink: Callable[[Trace], None]) -> RecordingVerifier:
+    """A :class:`RecordingVerifier` around ``inner`` that consumes, produces and uses what ``inner`` does."""
+
+    class Recording(RecordingVerifier):
+        consumes, produces, uses = inner.consumes, inner.produces, inner.uses
+
+    return Recording(inner, sink)
 
 
 def labels(item: Trace, kind: str) -> torch.Tensor:
@@ -80,7 +94,7 @@ def ancestors(parents: torch.Tensor) -> torch.Tensor:
     return mask
 
 
-def trace_loss(scorer: Scorer, embedding, item: Trace, kind: str) -> torch.Tensor:
+def trace_loss(scorer: Scorer, embedding: nn.Embedding, item: Trace, kind: str) -> torch.Tensor:
     inputs = item.inputs.in_float()
     child, other = scorer.conditional_logprobs(inputs, embedding)
     target = labels(item, kind)
@@ -99,8 +113,9 @@ def trace_loss(scorer: Scorer, embedding, item: Trace, kind: str) -> torch.Tenso
     return kl[has_children].mean() + 0.5 * bce
 
 
-def train_scorer(scorer: Scorer, embedding, traces: Sequence[Trace], kind: str, epochs: int, lr: float = 3e-3,
-                 batch: int = 16, seed: int = 0, checkpoint: Path | None = None, progress=None) -> list[float]:
+def train_scorer(scorer: Scorer, embedding: nn.Embedding, traces: Sequence[Trace], kind: str, epochs: int,
+                 lr: float = 3e-3, batch: int = 16, seed: int = 0, checkpoint: Path | None = None,
+                 progress: Callable[[int, int, float], None] | None = None) -> list[float]:
     """AdamW over shuffled traces, ``batch`` traces per step, cosine-decayed, resuming from ``checkpoint`` if it exists."""
     embedding.requires_grad_(False)
     optimizer = torch.optim.AdamW(scorer.parameters(), lr=lr, weight_decay=0.01)
@@ -121,6 +136,7 @@ def train_scorer(scorer: Scorer, embedding, traces: Sequence[Trace], kind: str, 
         random.Random(seed + epoch).shuffle(order)
         chosen = order[offset * batch:(offset + 1) * batch]
         loss = sum(trace_loss(scorer, embedding, traces[i], kind) for i in chosen) / len(chosen)
+        assert isinstance(loss, torch.Tensor)  # a sum of losses: chosen is never empty
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
