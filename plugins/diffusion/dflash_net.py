@@ -16,14 +16,19 @@ norms, MLPs and rotary angles are transformers' own Qwen3 modules, computed as t
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RMSNorm, Qwen3RotaryEmbedding, rotate_half
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedConfig, PreTrainedModel, Qwen3Config
 
-def draft_value(config, name: str, default=None):
+
+def draft_value(config: PreTrainedConfig, name: str, default: Any = None) -> Any:
     """A DFlash field: from ``dflash_config`` when it is there, else from the top level of the config."""
     return (getattr(config, "dflash_config", None) or {}).get(name, getattr(config, name, default))
 
@@ -64,8 +69,9 @@ class DynamicCausalConv(nn.Module):
 
 
 class DFlashAttention(nn.Module):
-    def __init__(self, config, layer: int):
+    def __init__(self, config: Qwen3Config, layer: int) -> None:
         super().__init__()
+        assert config.num_key_value_heads is not None  # Qwen3Config fills it in (as num_attention_heads) when absent
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         bias = bool(getattr(config, "attention_bias", False))
@@ -76,7 +82,7 @@ class DFlashAttention(nn.Module):
         self.q_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
         self.k_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
         types = getattr(config, "layer_types", None)
-        sliding = bool(types) and types[layer] == "sliding_attention"
+        sliding = bool(types and types[layer] == "sliding_attention")
         causal = getattr(config, "is_causal", None)
         self.causal = sliding if causal is None else bool(causal)
         self.window = config.sliding_window if sliding else None
@@ -84,7 +90,7 @@ class DFlashAttention(nn.Module):
     def _split(self, states: torch.Tensor, heads: int) -> torch.Tensor:
         return states.view(states.shape[0], heads, self.head_dim)
 
-    def keys_values(self, states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    def keys_values(self, states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotated keys and values ``[kv_heads, T, head_dim]`` of ``states [T, D]``."""
         keys = self.k_norm(self._split(self.k_proj(states), self.kv_heads)).transpose(0, 1)
         values = self._split(self.v_proj(states), self.kv_heads).transpose(0, 1)
@@ -102,7 +108,8 @@ class DFlashAttention(nn.Module):
                 allowed &= -gap < self.window
         return allowed
 
-    def forward(self, hidden, cos, sin, context, mask):
+    def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                context: tuple[torch.Tensor, torch.Tensor], mask: torch.Tensor | None) -> torch.Tensor:
         """``hidden [T, D]`` attends to the ``context`` keys and values and to itself; ``mask [T, C + T]`` or None."""
         queries = _rotated(self.q_norm(self._split(self.q_proj(hidden), self.heads)).transpose(0, 1), cos, sin)
         keys, values = self.keys_values(hidden, cos, sin)
@@ -114,7 +121,7 @@ class DFlashAttention(nn.Module):
 
 
 class DFlashLayer(nn.Module):
-    def __init__(self, config, layer: int, convolutions: tuple[int, int] | None):
+    def __init__(self, config: Qwen3Config, layer: int, convolutions: tuple[int, int] | None) -> None:
         super().__init__()
         self.self_attn = DFlashAttention(config, layer)
         self.mlp = Qwen3MLP(config)
@@ -124,14 +131,15 @@ class DFlashLayer(nn.Module):
             self.attention_conv = DynamicCausalConv(config.hidden_size, *convolutions)
             self.mlp_conv = DynamicCausalConv(config.hidden_size, *convolutions)
 
-    def _around(self, convolution: str, sublayer, states: torch.Tensor) -> torch.Tensor:
+    def _around(self, convolution: str, sublayer: Callable[[torch.Tensor], torch.Tensor], states: torch.Tensor) -> torch.Tensor:
         conv = getattr(self, convolution, None)
         if conv is None:
             return sublayer(states)
         states, kernel = conv.prepare(states)
         return conv.finish(sublayer(states), kernel)
 
-    def forward(self, hidden, cos, sin, context, mask):
+    def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                context: tuple[torch.Tensor, torch.Tensor], mask: torch.Tensor | None) -> torch.Tensor:
         attend = lambda states: self.self_attn(states, cos, sin, context, mask)  # noqa: E731
         hidden = hidden + self._around("attention_conv", attend, self.input_layernorm(hidden))
         return hidden + self._around("mlp_conv", self.mlp, self.post_attention_layernorm(hidden))
@@ -140,7 +148,7 @@ class DFlashLayer(nn.Module):
 class CandidateSelector(nn.Module):
     """DFlash 2's path-conditional candidate scores: low-rank codebooks of the previous pick and each candidate."""
 
-    def __init__(self, config):
+    def __init__(self, config: Qwen3Config) -> None:
         super().__init__()
         rank = int(draft_value(config, "selector_rank"))
         self.top_k = int(draft_value(config, "selector_top_k"))
@@ -160,7 +168,7 @@ class CandidateSelector(nn.Module):
 class DFlashNet(nn.Module):
     """A DFlash or DFlash 2 drafter, from its (Qwen3-style) config."""
 
-    def __init__(self, config):
+    def __init__(self, config: Qwen3Config) -> None:
         super().__init__()
         self.config = config
         self.second_version = draft_value(config, "conv_kernel_size") is not None
@@ -181,13 +189,19 @@ class DFlashNet(nn.Module):
         self.softcap = draft_value(config, "final_logit_softcapping")
 
     @classmethod
-    def for_target(cls, model, layers: int, taps, block_size: int, mask_token_id: int, **fields) -> DFlashNet:
+    def for_target(cls, model: PreTrainedModel, layers: int, taps: Iterable[int], block_size: int, mask_token_id: int,
+                   **fields: Any) -> DFlashNet:
         """A new (untrained) DFlash drafter of ``layers`` layers shaped like the target's, reading HF
         ``hidden_states[t]`` for each ``t`` in ``taps``; ``fields`` override the config."""
         from transformers import Qwen3Config
 
         text = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         heads = text.num_attention_heads
+        dflash: dict[str, Any] = dict(  # DFlash's fields, which Qwen3Config keeps as extra attributes
+            num_target_layers=text.num_hidden_layers,
+            dflash_config={"block_size": block_size, "mask_token_id": mask_token_id,
+                           "target_layer_ids": [t - 1 for t in taps]},
+        )
         config = Qwen3Config(
             hidden_size=text.hidden_size, intermediate_size=text.intermediate_size, num_hidden_layers=layers,
             num_attention_heads=heads, num_key_value_heads=getattr(text, "num_key_value_heads", None) or heads,
@@ -195,10 +209,7 @@ class DFlashNet(nn.Module):
             rms_norm_eps=getattr(text, "rms_norm_eps", 1e-6), vocab_size=model.get_output_embeddings().weight.shape[0],
             max_position_embeddings=text.max_position_embeddings, attention_bias=bool(getattr(text, "attention_bias", False)),
             rope_parameters=dict(getattr(text, "rope_parameters", None) or {"rope_type": "default", "rope_theta": 10000.0}),
-            tie_word_embeddings=False, num_target_layers=text.num_hidden_layers,
-            dflash_config={"block_size": block_size, "mask_token_id": mask_token_id,
-                           "target_layer_ids": [t - 1 for t in taps]},
-            **fields,
+            tie_word_embeddings=False, **dflash, **fields,
         )
         net = cls(config)
         net.reset_parameters()
@@ -219,16 +230,16 @@ class DFlashNet(nn.Module):
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(module.weight, std=std)
                 if getattr(module, "bias", None) is not None:
-                    nn.init.zeros_(module.bias)
+                    nn.init.zeros_(cast(torch.Tensor, module.bias))
             elif isinstance(module, DynamicCausalConv):
                 nn.init.normal_(module.base_kernel, std=1 / math.sqrt(module.kernel_size))
 
-    def _angles(self, positions: torch.Tensor, like: torch.Tensor):
+    def _angles(self, positions: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         cos, sin = self.rotary_emb(like, positions[None])
         return cos[0], sin[0]
 
-    def empty_context(self, device, dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        attention = self.layers[0].self_attn
+    def empty_context(self, device: torch.device, dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        attention = cast(DFlashLayer, self.layers[0]).self_attn
         empty = torch.zeros(attention.kv_heads, 0, attention.head_dim, device=device, dtype=dtype)
         return [(empty, empty) for _ in self.layers]
 
@@ -236,17 +247,18 @@ class DFlashNet(nn.Module):
         """Fused context features ``[n, D]`` from the concatenated tapped hidden states ``[n, taps * D]``."""
         return self.hidden_norm(self.fc(tapped))
 
-    def context(self, features: torch.Tensor, positions: torch.Tensor):
+    def context(self, features: torch.Tensor, positions: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer, the keys and values the context features at ``positions`` inject."""
         cos, sin = self._angles(positions, features)
-        return [layer.self_attn.keys_values(features, cos, sin) for layer in self.layers]
+        return [layer.self_attn.keys_values(features, cos, sin) for layer in cast("Iterable[DFlashLayer]", self.layers)]
 
     def block_inputs(self, embedding: nn.Embedding, first: torch.Tensor, size: int) -> torch.Tensor:
         """``[size, D]``: the target's embeddings of the block's first token and of ``size - 1`` mask tokens."""
         ids = torch.cat([first, first.new_full((size - 1,), self.mask_token_id)])
         return F.embedding(ids, embedding.weight) * self.embedding_scale
 
-    def forward(self, block: torch.Tensor, positions: torch.Tensor, context, mask=None) -> torch.Tensor:
+    def forward(self, block: torch.Tensor, positions: torch.Tensor, context: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                mask: torch.Tensor | None = None) -> torch.Tensor:
         """Hidden states ``[T, D]`` of block inputs ``block [T, D]`` at ``positions``.
 
         ``mask [T, C + T]`` (boolean) limits what each block position sees, for training;
@@ -255,7 +267,7 @@ class DFlashNet(nn.Module):
         """
         cos, sin = self._angles(positions, block)
         hidden = block
-        for layer, cached in zip(self.layers, context):
+        for layer, cached in zip(cast("Iterable[DFlashLayer]", self.layers), context):
             layer_mask = mask
             if mask is None:
                 seen = torch.cat([torch.arange(cached[0].shape[-2], device=positions.device), positions])

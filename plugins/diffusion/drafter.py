@@ -7,13 +7,14 @@ from pathlib import Path
 
 import torch
 
-from specmix import Capability, ConfigurationError, Drafter, Marginals, Proposal
+from specmix import Capability, ConfigurationError, Drafter, Marginals, Proposal, StepContext, Target, Verdict
 from specmix.kernels.row_kernels import active
 from specmix.plugins.diffusion import formats
 from specmix.plugins.diffusion.dflash_net import DFlashNet
 from specmix.plugins.diffusion.network import BlockDrafter, DrafterConfig, head_over, tapped_layers
 from specmix.plugins.trained import weights_dir
 from specmix.sizing.odds import ContinuationOdds
+from specmix.values import HiddenStates
 
 TRAIN_HINT = "train one with `specmix train diffusion --target MODEL --out DIR` and pass -o drafter.weights=DIR"
 SHIPPED = Path(__file__).parent / "weights"
@@ -58,9 +59,13 @@ class DiffusionDrafter(Drafter):
     consumes = frozenset({Capability.HIDDEN_STATES})
     test_options = {"random_layers": 1}
 
+    context: list[tuple[torch.Tensor, torch.Tensor]]
+    pending: list[torch.Tensor]
+    drafted: torch.Tensor | None
+
     def __init__(self, weights: str | None = None, arch: str | None = None, top_k: int = 8, block_size: int | None = None,
                  vocab: int | None = 8192, draft_after_prompt: bool | None = None, random_layers: int | None = None,
-                 seed: int = 0, adaptive_block: bool = False, min_gain: float = 0.05):
+                 seed: int = 0, adaptive_block: bool = False, min_gain: float = 0.05) -> None:
         if top_k < 1 or (block_size is not None and block_size < 2) or (vocab is not None and vocab < 1):
             raise ConfigurationError("top_k and vocab must be >= 1 and block_size >= 2")
         if arch is not None and arch not in ARCHS:
@@ -70,7 +75,7 @@ class DiffusionDrafter(Drafter):
         self.reach = ContinuationOdds(prior=0.5, explore=1.0, memory=64) if adaptive_block else None
         self.min_gain = min_gain
 
-    def attach(self, target):
+    def attach(self, target: Target) -> None:
         model = target.model
         directory = None
         if self.random_layers:
@@ -92,11 +97,12 @@ class DiffusionDrafter(Drafter):
         self.block = min(self.block_size or self.net.block_size, self.net.block_size)
         dflash = isinstance(self.net, DFlashNet)
         self.after_prompt = not dflash if self.draft_after_prompt is None else self.draft_after_prompt
-        self.selector = self.net.candidate_selector if dflash and self.net.second_version else None
+        self.selector = self.net.candidate_selector if isinstance(self.net, DFlashNet) and self.net.second_version else None
         self.width = self.top_k if self.selector is None else self.selector.top_k
 
-    def _random(self, target):
+    def _random(self, target: Target) -> BlockDrafter | DFlashNet:
         model, layers = target.model, self.random_layers
+        assert layers is not None  # attach builds a random drafter only when random_layers is set
         with torch.random.fork_rng():
             torch.manual_seed(self.seed)
             if self.arch in (formats.DFLASH, formats.DFLASH2):
@@ -109,7 +115,7 @@ class DiffusionDrafter(Drafter):
             config = DrafterConfig.for_target(model, layers, intermediate_size=2 * model.config.hidden_size)
             return BlockDrafter(config)
 
-    def _directory(self, target) -> Path:
+    def _directory(self, target: Target) -> Path:
         if self.weights:
             return formats.resolve(self.weights)
         wanted = self.arch or DEFAULT_ARCH
@@ -120,7 +126,7 @@ class DiffusionDrafter(Drafter):
                                      f"{TRAIN_HINT}")
         return directory
 
-    def _load(self, directory: Path, target):
+    def _load(self, directory: Path, target: Target) -> BlockDrafter | DFlashNet:
         kind = formats.detect(directory)
         if self.arch is not None and kind != self.arch and (self.arch, kind) != (formats.DFLASH, formats.DFLASH2):
             raise ConfigurationError(f"the drafter in {directory} is a {kind} drafter; arch {self.arch} needs a "
@@ -150,11 +156,11 @@ class DiffusionDrafter(Drafter):
             self.context[index] = (torch.cat([old_keys, keys], dim=-2), torch.cat([old_values, values], dim=-2))
         self.length += features.shape[0]
 
-    def _keep(self, hidden) -> None:
+    def _keep(self, hidden: HiddenStates) -> None:
         self.pending.append(torch.cat([hidden[layer] for layer in self.hidden_layers], dim=-1))
 
     @torch.no_grad()
-    def start(self, prompt, hidden):
+    def start(self, prompt: torch.Tensor, hidden: HiddenStates) -> None:
         self.context, self.length = self.net.empty_context(self.head.weight.device, self.head.weight.dtype), 0
         self.pending, self.drafted = [], None
         if self.reach is not None:
@@ -163,6 +169,7 @@ class DiffusionDrafter(Drafter):
 
     def _worth(self, size: int) -> int:
         """The block size worth drafting: positions kept while the chance of reaching them stays above ``min_gain``."""
+        assert self.reach is not None  # propose asks only with adaptive_block on
         chance, kept = 1.0, 1
         while kept < size:
             chance *= self.reach.probability(kept - 1)  # position kept - 1 of the block's drafted ones
@@ -171,14 +178,14 @@ class DiffusionDrafter(Drafter):
             kept += 1
         return kept
 
-    def _nothing(self, ctx) -> Proposal:
+    def _nothing(self, ctx: StepContext) -> Proposal:
         width = self.width
         return Proposal(marginals=Marginals(ids=torch.zeros(0, width, dtype=torch.long),
                                             logprobs=torch.zeros(0, width, dtype=torch.float64), vocab_size=ctx.vocab_size),
                         features=torch.zeros(0, self.head.weight.shape[1], dtype=self.head.weight.dtype))
 
     @torch.no_grad()
-    def propose(self, ctx):
+    def propose(self, ctx: StepContext) -> Proposal:
         # The block runs one position past what the output has room to accept, as the DFlash authors' does:
         # a shorter block of masks would draft other tokens. The extra position is drafted, not proposed.
         size = min(self.block, ctx.max_depth + 2)
@@ -205,7 +212,7 @@ class DiffusionDrafter(Drafter):
                                             transitions=transitions), features=hidden)
 
     @torch.no_grad()
-    def observe(self, verdict, ctx):
+    def observe(self, verdict: Verdict, ctx: StepContext) -> None:
         self._keep(verdict.hidden)
         if self.reach is not None and self.drafted is not None:  # None too when a mix had this step go without it
             self._learn_reach(verdict.tokens)
@@ -213,6 +220,7 @@ class DiffusionDrafter(Drafter):
 
     def _learn_reach(self, accepted: tuple[int, ...]) -> None:
         """Per drafted position, whether the target went on through one of its candidates, given it got there."""
+        assert self.drafted is not None and self.reach is not None  # observe asks only with both
         for position in range(self.drafted.shape[0]):
             hit = position < len(accepted) and accepted[position] in self.drafted[position].tolist()
             self.reach.count(position, hit)

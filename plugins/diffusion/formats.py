@@ -22,12 +22,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import Qwen3Config
 
 from specmix import ConfigurationError
 from specmix.plugins.diffusion.dflash_net import DFlashNet, draft_value
+
+if TYPE_CHECKING:
+    from specmix import Target
+    from specmix.plugins.diffusion.network import BlockDrafter
 
 DFLASH, DFLASH2, SPECMIX = "dflash", "dflash2", "specmix"
 ARCHITECTURES = {"DFlashDraftModel": DFLASH, "DFlash2DraftModel": DFLASH2}
@@ -114,7 +119,7 @@ def default_target_layers(target_layers: int, draft_layers: int) -> list[int]:
     return [round(1 + i * span / (draft_layers - 1)) for i in range(draft_layers)]
 
 
-def check_target(config: Qwen3Config, target, directory: Path) -> None:
+def check_target(config: Qwen3Config, target: Target, directory: Path) -> None:
     """Refuse a DFlash drafter made for another target, naming the field that differs."""
     text = target.model.config.get_text_config() if hasattr(target.model.config, "get_text_config") else target.model.config
     ours = {"hidden_size": int(text.hidden_size), "vocab_size": target.vocab_size, "num_target_layers": target.num_layers}
@@ -150,7 +155,7 @@ def _state_dict(directory: Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def load_dflash(directory: Path, target) -> DFlashNet:
+def load_dflash(directory: Path, target: Target) -> DFlashNet:
     """The DFlash (or DFlash 2) drafter in ``directory``, checked against ``target``, in fp32 on the CPU."""
     config = read_dflash(directory)
     check_target(config, target, directory)
@@ -182,7 +187,7 @@ def save_dflash(net: DFlashNet, directory: Path, fingerprint: str) -> None:
     save_file(state, directory / "model.safetensors", metadata={"format": "pt"})
 
 
-def save_drafter(net, directory: Path, fingerprint: str) -> None:
+def save_drafter(net: BlockDrafter | DFlashNet, directory: Path, fingerprint: str) -> None:
     """Write a trained drafter in its own format: DFlash for a :class:`DFlashNet`, specmix's otherwise."""
     if isinstance(net, DFlashNet):
         save_dflash(net, directory, fingerprint)

@@ -13,7 +13,9 @@ continues from the start instead of having to learn to fetch it through attentio
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import torch
@@ -22,6 +24,9 @@ from torch.nn import functional as F
 
 from specmix.plugins.trained import weights_dir
 from specmix.target import fingerprint
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 def tapped_layers(target_layers: int, draft_layers: int) -> tuple[int, ...]:
@@ -37,7 +42,7 @@ def tapped_layers(target_layers: int, draft_layers: int) -> tuple[int, ...]:
     return tuple(round(1 + i * (last - 1) / (draft_layers - 1)) for i in range(draft_layers))
 
 
-def head_over(head: nn.Module, ids: torch.Tensor) -> nn.Linear:
+def head_over(head: nn.Linear, ids: torch.Tensor) -> nn.Linear:
     """A frozen copy of the LM ``head`` restricted to the tokens ``ids``: its logit j is the head's logit for ``ids[j]``.
 
     Built once, so that drafting or a training step over few tokens does not gather the rows again.
@@ -51,6 +56,10 @@ def head_over(head: nn.Module, ids: torch.Tensor) -> nn.Linear:
     return small.requires_grad_(False)
 
 
+def _ints(values: Iterable[int]) -> tuple[int, ...]:
+    return tuple(values)
+
+
 @attrs.frozen
 class DrafterConfig:
     hidden_size: int
@@ -58,7 +67,7 @@ class DrafterConfig:
     num_heads: int
     head_dim: int
     intermediate_size: int
-    taps: tuple[int, ...] = attrs.field(converter=tuple)
+    taps: tuple[int, ...] = attrs.field(converter=_ints)
     block_size: int = 16
     rope_theta: float = 10000.0
     rms_eps: float = 1e-5
@@ -68,7 +77,7 @@ class DrafterConfig:
     """Every mask position also carries the block's first token's embedding, not only through attention."""
 
     @classmethod
-    def for_target(cls, model, layers: int, **fields) -> DrafterConfig:
+    def for_target(cls, model: PreTrainedModel, layers: int, **fields: Any) -> DrafterConfig:
         """A drafter of ``layers`` layers at the target's width (heads of 64 where it divides), tapping
         the target as :func:`tapped_layers` says; ``fields`` set the rest."""
         hidden = model.config.hidden_size
@@ -79,12 +88,12 @@ class DrafterConfig:
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, size: int, eps: float):
+    def __init__(self, size: int, eps: float) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(size))
         self.eps = eps
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         scale = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
         return (x.float() * scale).to(x.dtype) * self.weight
 
@@ -100,7 +109,7 @@ def rotate(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tens
 
 
 class DraftLayer(nn.Module):
-    def __init__(self, config: DrafterConfig):
+    def __init__(self, config: DrafterConfig) -> None:
         super().__init__()
         inner = config.num_heads * config.head_dim
         self.config = config
@@ -114,15 +123,16 @@ class DraftLayer(nn.Module):
         self.input_norm = RMSNorm(config.hidden_size, config.rms_eps)
         self.post_norm = RMSNorm(config.hidden_size, config.rms_eps)
 
-    def _heads(self, x):
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(*x.shape[:-1], self.config.num_heads, self.config.head_dim).transpose(-3, -2)
 
-    def keys_values(self, states: torch.Tensor, positions: torch.Tensor):
+    def keys_values(self, states: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys (rotated) and values ``[heads, T, head_dim]`` of ``states [T, D]``."""
         keys = rotate(self._heads(self.k_proj(states)), positions, self.config.rope_theta)
         return keys, self._heads(self.v_proj(states))
 
-    def forward(self, hidden, positions, context_keys, context_values, mask=None):
+    def forward(self, hidden: torch.Tensor, positions: torch.Tensor, context_keys: torch.Tensor, context_values: torch.Tensor,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
         """``hidden [T, D]`` attends to the context's keys/values and to itself; ``mask [T, C + T]`` is boolean or None."""
         x = self.input_norm(hidden)
         queries = rotate(self._heads(self.q_proj(x)), positions, self.config.rope_theta)
@@ -137,7 +147,7 @@ class DraftLayer(nn.Module):
 class BlockDrafter(nn.Module):
     """The trainable part: fusion, mask embedding, layers and final norm (embedding and LM head are the target's)."""
 
-    def __init__(self, config: DrafterConfig):
+    def __init__(self, config: DrafterConfig) -> None:
         super().__init__()
         self.config = config
         self.fuse = nn.Linear(len(config.taps) * config.hidden_size, config.hidden_size, bias=False)
@@ -161,7 +171,7 @@ class BlockDrafter(nn.Module):
         """The config and the trainable weights only, as the drafter plugin loads them."""
         weights_dir.save(self, self.config, directory)
 
-    def empty_context(self, device, dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def empty_context(self, device: torch.device, dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
         config = self.config
         empty = torch.zeros(config.num_heads, 0, config.head_dim, device=device, dtype=dtype)
         return [(empty, empty) for _ in self.layers]
@@ -181,11 +191,12 @@ class BlockDrafter(nn.Module):
         """Fused context features ``[n, D]`` from the concatenated tapped hidden states ``[n, taps * D]``."""
         return self.fuse_norm(self.fuse(tapped))
 
-    def context(self, features: torch.Tensor, positions: torch.Tensor):
+    def context(self, features: torch.Tensor, positions: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer, the keys and values the context features inject."""
-        return [layer.keys_values(features, positions) for layer in self.layers]
+        return [layer.keys_values(features, positions) for layer in cast("Iterable[DraftLayer]", self.layers)]
 
-    def forward(self, block: torch.Tensor, positions: torch.Tensor, context, mask=None) -> torch.Tensor:
+    def forward(self, block: torch.Tensor, positions: torch.Tensor, context: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                mask: torch.Tensor | None = None) -> torch.Tensor:
         """Hidden states ``[T, D]`` of block inputs ``block [T, D]`` (embeddings) at ``positions``."""
         hidden = block
         for layer, (keys, values) in zip(self.layers, context):

@@ -1,19 +1,22 @@
 """Entry point ``diffusion``: the ``diffusion`` drafter, the ``dflash``, ``dflash2`` and ``ddtree`` methods, its recipe,
 and the reference implementation as the bench baseline ``dflash-ref``."""
 
-from specmix import Method, hookimpl
+from collections.abc import Callable
+
+from specmix import Drafter, Method, Trainer, hookimpl
+from specmix.interfaces import Baseline
 from specmix.plugins.diffusion.drafter import DiffusionDrafter
 from specmix.plugins.diffusion.reference import DFlashReference
 from specmix.plugins.diffusion.training.recipe import DiffusionTrainer
 
 
 @hookimpl
-def register_drafters(register):
+def register_drafters(register: Callable[[str, Callable[..., Drafter]], None]) -> None:
     register("diffusion", DiffusionDrafter)
 
 
 @hookimpl
-def register_methods(register):
+def register_methods(register: Callable[[Method], None]) -> None:
     register(Method(
         name="dflash",
         drafter="diffusion",
@@ -43,10 +46,10 @@ def register_methods(register):
 
 
 @hookimpl
-def register_trainers(register):
+def register_trainers(register: Callable[[str, type[Trainer]], None]) -> None:
     register("diffusion", DiffusionTrainer)
 
 
 @hookimpl
-def register_baselines(register):
+def register_baselines(register: Callable[[str, Callable[..., Baseline]], None]) -> None:
     register("dflash-ref", DFlashReference)

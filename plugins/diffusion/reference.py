@@ -4,14 +4,19 @@ with the same target and drafter weights, timed beside specmix's methods."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from specmix import ConfigurationError, Target
+from specmix import ConfigurationError, DecodeSettings, Target
 from specmix.interfaces import Baseline
 from specmix.plugins.diffusion import formats
 from specmix.plugins.diffusion.drafter import SHIPPED
 from specmix.values import Run
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 INSTALL = "pip install --no-deps dflash==0.1.0"
 
@@ -25,7 +30,8 @@ class DFlashReference(Baseline):
     (its prompt forward gives the first token, as specmix's first step does).
     """
 
-    def __init__(self, model, tokenizer, settings, options):
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, settings: DecodeSettings,
+                 options: Mapping[str, Mapping[str, Any]]) -> None:
         try:
             from dflash import model as reference
         except ImportError as exc:

@@ -18,15 +18,20 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import attrs
 import torch
+from torch import nn
 from torch.nn import functional as F
 
 from specmix.plugins.diffusion.dflash_net import DFlashNet
 from specmix.plugins.diffusion.network import BlockDrafter, head_over
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 @attrs.frozen
@@ -52,7 +57,7 @@ class TrainSettings:
 
 
 @torch.no_grad()
-def tapped_states(model, ids: Sequence[int], taps: Sequence[int]) -> torch.Tensor:
+def tapped_states(model: PreTrainedModel, ids: Sequence[int], taps: Sequence[int]) -> torch.Tensor:
     """The target's hidden states at ``taps``, concatenated: ``[len(ids), len(taps) * D]``."""
     out = model(input_ids=torch.tensor([list(ids)], device=model.device), output_hidden_states=True)
     return torch.cat([out.hidden_states[layer][0] for layer in taps], dim=-1)
@@ -64,8 +69,8 @@ def frequent_tokens(examples: Sequence[Example], count: int | None = None) -> to
     return torch.tensor([token for token, _ in counts.most_common(count)])
 
 
-def block_loss(net: BlockDrafter | DFlashNet, embed, head, ids: torch.Tensor, tapped: torch.Tensor, anchors: Sequence[int],
-               gamma: float, vocab: torch.Tensor | None = None) -> torch.Tensor:
+def block_loss(net: BlockDrafter | DFlashNet, embed: nn.Embedding, head: nn.Module, ids: torch.Tensor, tapped: torch.Tensor,
+               anchors: Sequence[int], gamma: float, vocab: torch.Tensor | None = None) -> torch.Tensor:
     """Decay-weighted cross-entropy of the blocks starting at ``anchors`` of one sequence.
 
     With ``vocab`` (token ids), ``head`` gives logits over those tokens only (see
@@ -74,13 +79,13 @@ def block_loss(net: BlockDrafter | DFlashNet, embed, head, ids: torch.Tensor, ta
     size, length = net.block_size, ids.shape[0]
     features = net.features(tapped)
     context = net.context(features, torch.arange(length))
-    blocks, positions, targets, weights = [], [], [], []
+    blocks, positions, labels, weights = [], [], [], []
     for anchor in anchors:
         blocks.append(net.block_inputs(embed, ids[anchor:anchor + 1], size))
         positions.append(torch.arange(anchor, anchor + size))
         for k in range(size):
             has_target = k >= 1 and anchor + k < length
-            targets.append(int(ids[anchor + k]) if has_target else -100)
+            labels.append(int(ids[anchor + k]) if has_target else -100)
             weights.append(math.exp(-(k - 1) / gamma) if has_target else 0.0)
     block, position = torch.cat(blocks), torch.cat(positions)
     queries = len(anchors) * size
@@ -90,7 +95,7 @@ def block_loss(net: BlockDrafter | DFlashNet, embed, head, ids: torch.Tensor, ta
         mask[rows, :anchor] = True  # context strictly before the anchor
         mask[rows, length + j * size:length + (j + 1) * size] = True  # its own block, both ways
     hidden = net(block, position, context, mask)
-    targets, weight = torch.tensor(targets), torch.tensor(weights)
+    targets, weight = torch.tensor(labels), torch.tensor(weights)
     logits = net.logits(hidden, head)
     if vocab is not None:
         index = torch.full((embed.weight.shape[0],), -100, dtype=torch.long)
@@ -109,11 +114,11 @@ def learning_rate(step: int, settings: TrainSettings) -> float:
     return settings.lr * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
 
 
-def train(net: BlockDrafter | DFlashNet, model, examples: Sequence[Example], settings: TrainSettings,
-          checkpoint: Path | None = None, progress=None) -> list[float]:
+def train(net: BlockDrafter | DFlashNet, model: PreTrainedModel, examples: Sequence[Example], settings: TrainSettings,
+          checkpoint: Path | None = None, progress: Callable[[int, float], None] | None = None) -> list[float]:
     """Train ``net`` for ``settings.steps`` steps (one sequence each), resuming from ``checkpoint`` if it exists."""
     model.requires_grad_(False)  # the target, its embedding and LM head stay frozen
-    embed, head = model.get_input_embeddings(), model.get_output_embeddings()
+    embed, head = cast(nn.Embedding, model.get_input_embeddings()), model.get_output_embeddings()
     optimizer = torch.optim.AdamW(net.parameters(), lr=settings.lr, weight_decay=0.0)
     start, losses, rng = 0, [], random.Random(settings.seed)
     if checkpoint is not None and Path(checkpoint).exists():

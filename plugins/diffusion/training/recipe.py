@@ -6,8 +6,11 @@ so an interrupted run is resumed by running the same command again.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -23,12 +26,17 @@ from specmix.plugins.trained.responses import generate_responses, read_responses
 from specmix.target import fingerprint
 from specmix.text import encode
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+
 _log = logger("diffusion")
 
 
-def acceptance_by_position(decoder, prompts, tokenizer, max_new_tokens: int) -> dict:
+def acceptance_by_position(decoder: Decoder, prompts: Sequence[str], tokenizer: PreTrainedTokenizerBase,
+                           max_new_tokens: int) -> dict[str, Any]:
     """Held-out τ and, per block position k, how often a step accepted at least k drafted tokens."""
-    steps, tokens, reached = 0, 0, {}
+    steps, tokens = 0, 0
+    reached: dict[int, int] = {}
     for prompt in prompts:
         generation = decoder.generate(encode(tokenizer, prompt), DecodeSettings(max_new_tokens=max_new_tokens))
         steps += len(generation.steps)
@@ -40,7 +48,7 @@ def acceptance_by_position(decoder, prompts, tokenizer, max_new_tokens: int) -> 
             "accepted_at_least": {k: reached.get(k, 0) / max(steps, 1) for k in range(1, 16)}}
 
 
-def unused_token(tokenizer, examples) -> int:
+def unused_token(tokenizer: PreTrainedTokenizerBase, examples: Sequence[Example]) -> int:
     """The highest added (special) token id that no training sequence uses and that is not EOS, BOS or padding."""
     reserved = {tokenizer.eos_token_id, tokenizer.bos_token_id, tokenizer.pad_token_id}
     seen = {token for example in examples for token in example.ids}
@@ -52,7 +60,7 @@ def unused_token(tokenizer, examples) -> int:
     return unused[-1]
 
 
-def _rope_theta(config) -> float:
+def _rope_theta(config: PreTrainedConfig) -> float:
     """The target's rotary base (transformers 5 keeps it in ``rope_parameters``), so copied layers see the same angles."""
     parameters = getattr(config, "rope_parameters", None) or {}
     return float(parameters.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
@@ -61,7 +69,7 @@ def _rope_theta(config) -> float:
 class DiffusionTrainer(Trainer):
     description = "train a block-diffusion (DFlash-style) drafter for a target on its own responses"
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_common_arguments(parser, prompts=1500, held_out=24, max_new_tokens=256)
         parser.add_argument("--batch-size", type=int, default=32)
         parser.add_argument("--layers", type=int, default=1)
@@ -83,23 +91,26 @@ class DiffusionTrainer(Trainer):
                             help="start the draft layers at random instead of as copies of the target's last layers")
 
     @staticmethod
-    def _new_drafter(args, model, tokenizer, training):
+    def _new_drafter(args: argparse.Namespace, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                     training: Sequence[Example]) -> BlockDrafter | DFlashNet:
         """The drafter to train, of ``--arch``, started from the target's last layers unless ``--random-init``."""
         torch.manual_seed(args.seed)
+        net: BlockDrafter | DFlashNet
         if args.arch == "specmix":
             config = DrafterConfig.for_target(model, args.layers, block_size=args.block_size,
                                               rope_theta=_rope_theta(model.config), anchored_masks=True)
-            net, start = BlockDrafter(config), start_from_target
+            net = BlockDrafter(config)
+            start = functools.partial(start_from_target, net)
         else:
             mask = args.mask_token_id if args.mask_token_id is not None else unused_token(tokenizer, training)
             net = DFlashNet.for_target(model, args.layers, tapped_layers(model.config.num_hidden_layers, args.layers),
                                        block_size=args.block_size, mask_token_id=mask)
-            start = functools.partial(start_dflash_from_target, calibration=[e.ids for e in training[:16]])
-        if not args.random_init and not start(net, model):
+            start = functools.partial(start_dflash_from_target, net, calibration=[e.ids for e in training[:16]])
+        if not args.random_init and not start(model):
             _log("the target's layers do not fit the draft layers: they start at random")
         return net
 
-    def run(self, args) -> int:
+    def run(self, args: argparse.Namespace) -> int:
         work = open_workspace(args)
         model, tokenizer, out, prompts = work.model, work.tokenizer, work.out, work.prompts
         _log(f"{len(prompts)} prompts ({out / 'prompts.json'})")

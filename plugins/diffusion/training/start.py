@@ -3,14 +3,20 @@ first reads the context as the target does, instead of from random weights."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
 import torch
 from torch import nn
 
 from specmix.plugins.diffusion.dflash_net import DFlashNet
 from specmix.plugins.diffusion.network import BlockDrafter, DrafterConfig, DraftLayer
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
-def _layer_pairs(mine: DraftLayer, theirs: nn.Module, config: DrafterConfig) -> list | None:
+
+def _layer_pairs(mine: DraftLayer, theirs: nn.Module, config: DrafterConfig) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     """(drafter parameter, target weight) pairs for copying a Llama-style target layer; None if it is not one."""
     attention, mlp = getattr(theirs, "self_attn", None), getattr(theirs, "mlp", None)
     projections = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -19,7 +25,8 @@ def _layer_pairs(mine: DraftLayer, theirs: nn.Module, config: DrafterConfig) -> 
     if any(not isinstance(getattr(attention, name, None), nn.Linear) or getattr(attention, name).bias is not None
            for name in projections):
         return None
-    pairs = [(mine.q_proj.weight, attention.q_proj.weight), (mine.o_proj.weight, attention.o_proj.weight)]
+    pairs: list[tuple[torch.Tensor, torch.Tensor]] = [(mine.q_proj.weight, attention.q_proj.weight),
+                                                      (mine.o_proj.weight, attention.o_proj.weight)]
     for name in ("k_proj", "v_proj"):
         weight = getattr(attention, name).weight
         if weight.shape[0] % config.head_dim or (config.num_heads * config.head_dim) % weight.shape[0]:
@@ -39,7 +46,7 @@ def _layer_pairs(mine: DraftLayer, theirs: nn.Module, config: DrafterConfig) -> 
 
 
 @torch.no_grad()
-def start_from_target(net: BlockDrafter, model) -> bool:
+def start_from_target(net: BlockDrafter, model: PreTrainedModel) -> bool:
     """Initialise ``net`` from the target: draft layers as copies of its last layers, final norm as its own.
 
     The fusion starts as the identity on the last tap (the copied layers' input, see
@@ -54,10 +61,11 @@ def start_from_target(net: BlockDrafter, model) -> bool:
     if layers is None or norm is None or len(layers) < config.num_layers or norm.shape != net.norm.weight.shape:
         return False
     sources = list(layers)[len(layers) - config.num_layers:]
-    pairs = [_layer_pairs(mine, theirs, config) for mine, theirs in zip(net.layers, sources)]
+    pairs = [_layer_pairs(mine, theirs, config) for mine, theirs in zip(cast("Iterable[DraftLayer]", net.layers), sources)]
     if None in pairs:
         return False
-    for parameter, weight in [pair for layer in pairs for pair in layer] + [(net.norm.weight, norm)]:
+    copied = cast("list[list[tuple[torch.Tensor, torch.Tensor]]]", pairs)  # every layer fits: checked above
+    for parameter, weight in [pair for layer in copied for pair in layer] + [(net.norm.weight, norm)]:
         parameter.copy_(weight)
     net.fuse.weight.zero_()
     net.fuse.weight[:, -config.hidden_size:].copy_(torch.eye(config.hidden_size))
@@ -66,7 +74,7 @@ def start_from_target(net: BlockDrafter, model) -> bool:
 
 
 @torch.no_grad()
-def start_dflash_from_target(net: DFlashNet, model, calibration: list[list[int]] = ()) -> bool:
+def start_dflash_from_target(net: DFlashNet, model: PreTrainedModel, calibration: Sequence[Sequence[int]] = ()) -> bool:
     """Initialise a DFlash ``net`` from the target: each draft layer a copy of one of its last layers, by name.
 
     A Llama-style layer has no query and key norms; a DFlash layer normalises every head
@@ -106,7 +114,7 @@ def start_dflash_from_target(net: DFlashNet, model, calibration: list[list[int]]
     return True
 
 
-def _head_rms(model, layer, which: str, index: int, calibration) -> float:
+def _head_rms(model: PreTrainedModel, layer: Any, which: str, index: int, calibration: Sequence[Sequence[int]]) -> float:
     """The mean RMS of ``layer``'s query (``q``) or key (``k``) head vectors over the calibration sequences."""
     if not calibration:
         return 1.0
