@@ -17,7 +17,7 @@ def test_counts_reached_nodes_with_children_as_continued_or_not():
     odds.record(_verdict(tree, (1,)), key=lambda node: tree.depth_list[node])
     assert odds.evidence(0) == (1, 1)  # the root went on to node 1
     assert odds.evidence(1) == (0, 1)  # node 1 had a child but the walk stopped there
-    assert 2 not in odds.odds.counts  # node 2 was never reached
+    assert 2 not in odds.evidence_by_key  # node 2 was never reached
     assert odds.logprob(0) == pytest.approx(math.log(2 / 3))
     assert odds.logprob(7) == pytest.approx(math.log(0.5))
     odds.reset()

@@ -63,6 +63,11 @@ class ContinuationOdds:
         """How often the target went on under ``key``, and how often it was tried (both fading)."""
         return self.odds.evidence(key)
 
+    @property
+    def evidence_by_key(self) -> dict[Hashable, tuple[float, float]]:
+        """The evidence under every key observed since the last reset."""
+        return {key: self.odds.evidence(key) for key in self.odds.counts}
+
     def count(self, key: Hashable, continued: bool) -> None:
         """One observation under ``key``: the target went on (or not)."""
         self.odds.record(key, continued)

@@ -34,7 +34,7 @@ def test_calibrates_continuation_odds_from_verdicts():
     assert tree.cumulative_logprobs().exp()[1] == pytest.approx(0.5)
     # The target refused the first token: one failure for first tokens after a unigram match.
     drafter.observe(Verdict(tree=tree, path=(), bonus=7, logits=torch.zeros(tree.size, 50)), None)
-    assert drafter.odds.counts[("context", 1, False)] == [0, 1]
+    assert drafter.odds.evidence(("context", 1, False)) == (0, 1)
     assert _propose(drafter, [*context, 7]).size == 1  # 7 never occurred before
     drafter.observe(Verdict(tree=TokenTree.root_only(7, 50), path=(), bonus=1, logits=torch.zeros(1, 50)), None)
     again = _propose(drafter, [*context, 7, 1])
@@ -51,8 +51,8 @@ def test_a_node_below_the_first_is_priced_as_the_longer_match_reaching_it_makes(
     assert drafter.matched == ("context", 1)
     # The target takes 2 and 3 but not 4: below the root the match had 1 token, below 2 it had 2, below 3 it had 3.
     drafter.observe(Verdict(tree=tree, path=(1, 2), bonus=9, logits=torch.zeros(tree.size, 50)), None)
-    assert dict(drafter.odds.counts) == {("context", 1, False): [1, 1], ("context", 2, True): [1, 1],
-                                         ("context", 3, True): [0, 1]}
+    assert drafter.odds.evidence_by_key == {("context", 1, False): (1, 1), ("context", 2, True): (1, 1),
+                                            ("context", 3, True): (0, 1)}
     assert _propose(drafter, [*context, 2, 3, 9]).size == 1  # 9 never occurred before
     drafter.observe(Verdict(tree=TokenTree.root_only(9, 50), path=(), bonus=1, logits=torch.zeros(1, 50)), None)
     again = _propose(drafter, [*context, 2, 3, 9, 1])  # 1 -> 2 -> 3 -> {9, 4}, after a one-token match again
