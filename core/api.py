@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from specmix.composition import KINDS
 from specmix.engine import Decoder
@@ -13,12 +14,15 @@ from specmix.loading import load_model
 from specmix.registry import Registry
 from specmix.sizing.cost import CostCurve
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
 
 def load(
-    model=None,
+    model: str | os.PathLike | PreTrainedModel | None = None,
     method: str | None = None,
     *,
-    tokenizer=None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
     dtype: str = "float32",
     cache: str | os.PathLike | None = None,
     device: str | None = None,
@@ -59,6 +63,7 @@ def load(
             warnings.warn(f"the default method '{name}' does not run on this model ({exc}); running '{fallback}'",
                           SpecmixWarning, stacklevel=2)
             composition = registry.compose(fallback, options=options, **components)
+    raise AssertionError("unreachable: the last candidate has no fallback, so it returned or raised")
 
 
 def _unfit(exc: Exception) -> bool:

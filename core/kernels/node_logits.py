@@ -13,15 +13,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import attrs
 import torch
 
+from specmix.converters import floats
 from specmix.kernels.clock import fastest
 from specmix.kernels.screened_head import ScreenedHead
 
 MAX_WIDTH = 8
 """The most rows :class:`HeadCosts` measures one call of the head over."""
+
+
+def _synchronized(call: Callable[[], object], device: torch.device) -> Callable[[], None]:
+    """``call``, then a wait for ``device`` to finish its kernels, so that a timer reads their time."""
+    def run() -> None:
+        call()
+        torch.cuda.synchronize(device)
+    return run
 
 
 @attrs.frozen
@@ -32,7 +42,7 @@ class HeadCosts:
     less than three), so the costs are measured, not assumed.
     """
 
-    rows: tuple[float, ...] = attrs.field(converter=tuple)
+    rows: tuple[float, ...] = attrs.field(converter=floats)
     """Seconds for one call over ``w`` rows at index ``w - 1``."""
     screen: float | None = None
     """Seconds for one screened argmax (:mod:`specmix.kernels.screened_head`), where the head has a screen."""
@@ -44,15 +54,15 @@ class HeadCosts:
                 slack: float = 1.25, timer: Callable[[], float] = time.perf_counter) -> HeadCosts:
         """The fastest of ``repeats`` calls of ``head`` at each width, and of ``screen``, taking turns, as ``timer``
         reads the seconds."""
-        weight = head.weight
+        weight = cast(torch.Tensor, head.weight)  # a head's weight is a parameter, not a submodule
         generator = torch.Generator(device=weight.device).manual_seed(0)
         # Random rows, not zeros: on zeros every token ties, and a screen reads the whole weight again to decide.
         rows = torch.randn(MAX_WIDTH, weight.shape[1], dtype=weight.dtype, device=weight.device, generator=generator)
-        calls = [lambda width=width: head(rows[:width]) for width in range(1, MAX_WIDTH + 1)]
+        calls: list[Callable[..., object]] = [lambda width=width: head(rows[:width]) for width in range(1, MAX_WIDTH + 1)]
         if screen is not None:
             calls.append(lambda: screen.argmax(rows[0]))
         if weight.device.type == "cuda":
-            calls = [lambda call=call: (call(), torch.cuda.synchronize(weight.device)) for call in calls]
+            calls = [_synchronized(call, weight.device) for call in calls]
         seconds = fastest(calls, repeats, timer)
         return cls(seconds[:MAX_WIDTH], seconds[MAX_WIDTH] if screen is not None else None, slack)
 
@@ -122,13 +132,14 @@ class NodeLogits:
         """``[len(nodes), V]``, computing the missing rows in one call of the head."""
         missing = sorted({node for node in nodes if not self._have[node]})
         if missing:
+            assert self._head is not None and self._final is not None, "only lazy logits have rows missing"
             fresh = self._head(self._final[torch.tensor(missing, device=self._final.device)])
             if self._full is None:
                 self._full = fresh.new_empty(self.shape)
             self._full[missing] = fresh
             for node in missing:
                 self._have[node] = True
-        return self._full[list(nodes)]
+        return self._filled[list(nodes)]
 
     def __getitem__(self, node: int) -> torch.Tensor:
         """``[V]`` at ``node``, as a row of a logits tensor would be."""
@@ -138,7 +149,7 @@ class NodeLogits:
         """``[V]`` at ``node``; when it must be computed, the rows ``along`` (where a walk may go next) come with it."""
         if not self._have[node]:
             self.rows([node, *along])
-        return self._full[node]
+        return self._filled[node]
 
     def argmax(self, node: int, along: Sequence[int] = (), chances: Sequence[float] = ()) -> int:
         """The argmax of ``node``'s row; when the row must be computed, as many of the rows ``along`` as one call
@@ -153,6 +164,7 @@ class NodeLogits:
                 if count:
                     self.rows([node, *along[:count - 1]])
                 else:
+                    assert self._final is not None, "only lazy logits have a screen"
                     choice = self._screen.argmax(self._final[node])
             self._argmax[node] = int(self.row(node, along[:self.width - 1]).argmax()) if choice is None else choice
         return self._argmax[node]
@@ -161,11 +173,22 @@ class NodeLogits:
         """The argmax at every node where it is known so far (its row computed or its argmax screened), by node."""
         pending = [node for node, have in enumerate(self._have) if have and node not in self._argmax]
         if pending:  # one reduction over the computed rows, not one per row
-            self._argmax.update(zip(pending, self._full[pending].argmax(dim=-1).tolist()))
+            self._argmax.update(zip(pending, self._filled[pending].argmax(dim=-1).tolist()))
         return dict(sorted(self._argmax.items()))
 
     def all(self) -> torch.Tensor:
         """``[N, V]`` at every node."""
         if not all(self._have):
             self.rows(range(self.shape[0]))
+        return self._filled
+
+    @property
+    def _filled(self) -> torch.Tensor:
+        """The rows computed so far, ``[N, V]``: made with the first row computed, and read only after it."""
+        assert self._full is not None, "no row is computed yet"
         return self._full
+
+
+def as_node_logits(value: NodeLogits | torch.Tensor) -> NodeLogits:
+    """:meth:`NodeLogits.of`, as the converter of the ``logits`` fields that take either."""
+    return NodeLogits.of(value)

@@ -34,6 +34,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping
+from typing import cast
 
 import attrs
 import torch
@@ -84,7 +85,7 @@ class RowKernels:
     """For each weight shape ``(out, in)``, the kernel measured fastest at each row count where it is not
     ``F.linear``: ``{(out, in): {rows: "columns" or "packed"}}``."""
 
-    chosen: Mapping[tuple[int, int], Mapping[int, str]] = attrs.field(
+    chosen: Mapping[tuple[int, ...], Mapping[int, str]] = attrs.field(
         converter=lambda value: {tuple(shape): {int(rows): kernel for rows, kernel in by_rows.items()}
                                  for shape, by_rows in value.items()})
 
@@ -114,7 +115,7 @@ class RowKernels:
     def kernel(self, weight: torch.Tensor, rows: int) -> str:
         return self.chosen.get(tuple(weight.shape), {}).get(rows, PLAIN)
 
-    def packs(self, shape: tuple[int, int]) -> bool:
+    def packs(self, shape: tuple[int, ...]) -> bool:
         return PACKED in self.chosen.get(tuple(shape), {}).values()
 
     @classmethod
@@ -124,7 +125,7 @@ class RowKernels:
         a forward, not from a cache that one weight would fit), for 1 to ``max_rows`` rows; the fastest of
         ``repeats`` rounds in which they take turns decides, and another kernel must beat ``F.linear`` by 5% to be
         taken. ``packing``: whether the packed kernel is tried (by default where :func:`can_pack`)."""
-        by_shape: dict[tuple[int, int], list[torch.Tensor]] = {}
+        by_shape: dict[tuple[int, ...], list[torch.Tensor]] = {}
         for layer in layers:
             by_shape.setdefault(tuple(layer.weight.shape), []).append(layer.weight.detach())
         packing = can_pack() if packing is None else packing
@@ -147,7 +148,7 @@ def _fastest(weights: list[torch.Tensor], packed: list[torch.Tensor] | None, row
     if packed is not None:
         kernels[PACKED] = lambda: [packed_linear(rows, copy, weight) for copy, weight in zip(packed, weights)]
     seconds = dict(zip(kernels, fastest(list(kernels.values()), repeats)))
-    best = min(seconds, key=seconds.get)
+    best = min(seconds, key=seconds.__getitem__)
     return best if seconds[best] < 0.95 * seconds[PLAIN] else PLAIN
 
 
@@ -186,21 +187,23 @@ _measured: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 remembered, apart from the model it copies, with which it shares only weights."""
 
 
-def switch_layers(model: torch.nn.Module, name: str, cache=None) -> RowKernels | None:
+def switch_layers(model: torch.nn.Module, name: str, cache: str | os.PathLike | None = None) -> RowKernels | None:
     """The kernels for ``model``'s float32 CPU linear layers, measured once per model and machine (kept under
     ``matrix-kernels/`` in the cache directory, see :func:`specmix.paths.cache_dir`, in a file named ``name``: see
     :mod:`specmix.identity`); where another kernel wins anywhere the layers become :class:`SwitchedLinear`,
     which compute as before outside :func:`active`. None where no layer runs faster."""
     if model in _measured:
         return _measured[model]
-    layers = [module for module in model.modules() if type(module) in (torch.nn.Linear, SwitchedLinear)
+    layers = [module for module in model.modules() if isinstance(module, torch.nn.Linear)
+              and type(module) in (torch.nn.Linear, SwitchedLinear)  # exactly these (isinstance narrows the type)
               and module.weight.device.type == "cpu" and module.weight.dtype == torch.float32]
     kernels = _kernels_for(layers, name, cache) if layers else None
     if kernels is not None and kernels.any:
         kernels = _affordable(kernels, layers)
         for layer in layers:
             layer.__class__ = SwitchedLinear
-            layer.packed = pack(layer.weight) if kernels.packs(layer.weight.shape) else None
+            switched = cast(SwitchedLinear, layer)  # as its class now says
+            switched.packed = pack(layer.weight) if kernels.packs(layer.weight.shape) else None
     else:
         kernels = None
     _measured[model] = kernels
@@ -229,7 +232,7 @@ def _available_memory() -> int:
         return 1 << 62
 
 
-def _kernels_for(layers: list[torch.nn.Linear], name: str, cache) -> RowKernels:
+def _kernels_for(layers: list[torch.nn.Linear], name: str, cache: str | os.PathLike | None) -> RowKernels:
     path = cache_dir(cache) / "matrix-kernels" / f"{name}-torch{torch.__version__}.json"
     shapes = {tuple(layer.weight.shape) for layer in layers}
     try:

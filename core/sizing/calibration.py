@@ -79,7 +79,7 @@ class DepthScale:
         return any(average.weight > 0 for average in self.taken)
 
     def factor(self, depth: int) -> float:
-        return self.taken[min(depth, 3)].mean
+        return self.taken[min(depth, 3)].backed_mean
 
     def estimate(self, depth: int, claimed: float) -> float:
         """The chance that a node claimed at ``claimed`` to follow its parent, at ``depth``, is taken once reached."""

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from specmix.converters import floats, ints
 from specmix.errors import ConfigurationError
 
 
@@ -41,11 +42,11 @@ class CostCurve:
     length; the engine hands selectors the curve for each step's context.
     """
 
-    sizes: tuple[int, ...] = attrs.field(converter=tuple)
-    seconds: tuple[float, ...] = attrs.field(converter=tuple, validator=_check_curve)
+    sizes: tuple[int, ...] = attrs.field(converter=ints)
+    seconds: tuple[float, ...] = attrs.field(converter=floats, validator=_check_curve)
     context: int | None = None
     """The cache length ``seconds`` were measured over (None: not recorded)."""
-    longer: tuple[float, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple),
+    longer: tuple[float, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(floats),
                                                    validator=_check_longer)
     """Seconds at the same sizes over a cache of ``longer_context`` tokens (None: measured over one length)."""
     longer_context: int | None = None
@@ -56,6 +57,7 @@ class CostCurve:
         quarter of the shorter's times."""
         if self.longer is None:
             return self
+        assert self.context is not None and self.longer_context is not None, "checked with longer"
         share = (context - self.context) / (self.longer_context - self.context)
         return CostCurve(sizes=self.sizes, seconds=[max(a + (b - a) * share, a / 4)
                                                     for a, b in zip(self.seconds, self.longer)])

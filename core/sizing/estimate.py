@@ -57,6 +57,13 @@ class DecayingAverage:
         seen = self.seen
         return (self.amount + self._held[0]) / seen if seen > 0 else None
 
+    @property
+    def backed_mean(self) -> float:
+        """:attr:`mean` where a prior of positive weight always stands behind it."""
+        mean = self.mean
+        assert mean is not None, "read only where a prior of positive weight stands behind the mean"
+        return mean
+
 
 class BetaOdds:
     """Per key, the chance of a success: the decaying share of successes under a Beta prior worth ``weight``

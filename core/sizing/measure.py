@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import warnings
@@ -57,7 +58,7 @@ def _times(target: Target, sizes: Sequence[int], context: int, repeats: int) -> 
     chains = [torch.randint(target.vocab_size, (n,), generator=generator).tolist() for n in sizes]
     trees = [TokenTree.from_paths(chain[0], [chain[1:]] if len(chain) > 1 else [], target.vocab_size)
              for chain in chains]
-    samples = [[] for _ in sizes]
+    samples: list[list[float]] = [[] for _ in sizes]
     # Rounds over every size, not every repeat of one size in a row: a stretch of other work on the machine
     # then slows one round of all sizes, which the fastest of the rounds leaves out, instead of every sample
     # of one size: a false dip or step the selector would chase. A size faster than a smaller one is kept as
@@ -77,7 +78,7 @@ def _measurable(target: Target, sizes: Sequence[int]) -> list[int]:
     return [n for n in sizes if n + 2 <= target.max_length]
 
 
-def _cache_file(target: Target, cache=None) -> Path:
+def _cache_file(target: Target, cache: str | os.PathLike | None = None) -> Path:
     """Where this target's curve is kept: named by what determines it (the model's architecture and
     weights, the device (a CPU by its kind), dtype, thread count, torch version, and whether the LM head runs on every
     row), not by where the model was loaded from."""
@@ -108,7 +109,7 @@ def _cached(path: Path, sizes: list[int], longer: int | None) -> CostCurve | Non
     return curve
 
 
-def cost_curve_for(target: Target, cache=None, remeasure: bool = False) -> CostCurve:
+def cost_curve_for(target: Target, cache: str | os.PathLike | None = None, remeasure: bool = False) -> CostCurve:
     """The cached curve for this model, device and dtype, measured and saved on first use.
 
     Curves live in ``cost-curves/`` under the cache directory (``cache``, else

@@ -107,10 +107,12 @@ class Solo(Drafters):
         self.asked = [self.payoff is None or self.payoff.ask(0)]
         return self.asked[0]
 
-    def merge(self, trees: Sequence[TokenTree | None], proposals: Sequence[Proposal | None], ctx: StepContext):
+    def merge(self, trees: Sequence[TokenTree | None], proposals: Sequence[Proposal | None],
+              ctx: StepContext) -> tuple[TokenTree, Proposal]:
         if trees[0] is None:
             tree = TokenTree.root_only(ctx.root, ctx.vocab_size)
             return tree, Proposal(tree=tree)
+        assert proposals[0] is not None, "a drafter that built a tree proposed"
         if self.calibrated and not proposals[0].calibrated:  # its scores are the drafter's learnt odds
             return trees[0], attrs.evolve(proposals[0], calibrated=True)
         return trees[0], proposals[0]
@@ -122,6 +124,7 @@ class Solo(Drafters):
         nodes."""
         if self.payoff is None:
             return
+        assert cost is not None, "a payoff is kept only where steps are priced"
         riders = 0 if verdict.rider_logits is None else verdict.rider_logits.shape[0]
         forward = verdict.tree.size + riders
         if self.calibrated:
@@ -147,7 +150,7 @@ def _conditional(tree: TokenTree) -> list[float]:
     return [1.0] + [0.5 / len(tree.children[tree.parent_list[i]]) for i in range(1, tree.size)]
 
 
-def combined_riders(proposals: Sequence[Proposal]) -> tuple[Riders | None, list[int]]:
+def combined_riders(proposals: Sequence[Proposal | None]) -> tuple[Riders | None, list[int]]:
     """The riders of every proposal side by side (each set sees the root and itself), and where each set begins."""
     parts = [None if p is None else p.riders for p in proposals]
     present = [r for r in parts if r is not None]
@@ -194,7 +197,7 @@ class Mix(Drafters):
         self.calibration = calibration or Calibration()
         self.calibrated = tuple(calibrated) or (False,) * drafters
         self.payoff = payoff
-        self._mapped_tree = None
+        self._mapped_tree: TokenTree | None = None
 
     def start(self) -> None:
         if self.payoff is not None:
@@ -211,8 +214,8 @@ class Mix(Drafters):
         is not asked sits the step out: its tree and proposal are None."""
         if drafter == 0:
             self.asked, self.slot, self.before = [], [], 0.0  # before: the most any earlier tree expects
-        elif self.payoff is not None and trees[drafter - 1] is not None:  # each tree is weighed once, and only if priced
-            self.before = max(self.before, self._expected(drafter - 1, trees[drafter - 1]))
+        elif self.payoff is not None and (tree := trees[drafter - 1]) is not None:  # each tree weighed once, and only if priced
+            self.before = max(self.before, self._expected(drafter - 1, tree))
         self.slot.append(2 * drafter + (self.before >= self.covered))
         self.asked.append(self.payoff is None or self.payoff.ask(self.slot[-1]))
         return self.asked[-1]
@@ -224,7 +227,8 @@ class Mix(Drafters):
             reach[node] = reach[tree.parent_list[node]] * self._estimate(source, tree.depth_list[node], probabilities[node])
         return sum(reach) - 1.0
 
-    def merge(self, trees: Sequence[TokenTree | None], proposals: Sequence[Proposal | None], ctx: StepContext):
+    def merge(self, trees: Sequence[TokenTree | None], proposals: Sequence[Proposal | None],
+              ctx: StepContext) -> tuple[TokenTree, Proposal]:
         tokens, parents, index = [ctx.root], [-1], {}
         claims: list[dict[int, float]] = [{}]
         for source, tree in enumerate(trees):
@@ -246,8 +250,9 @@ class Mix(Drafters):
         for node in range(1, len(tokens)):
             depths[node] = depths[parents[node]] + 1
             below[parents[node]].update(claims[node])
-        situations = [{}] + [{source: _situation(source, claims[node], below[parents[node]]) for source in claims[node]}
-                             for node in range(1, len(tokens))]
+        situations: list[dict[int, str]] = [{}] + [
+            {source: _situation(source, claims[node], below[parents[node]]) for source in claims[node]}
+            for node in range(1, len(tokens))]
         scores = [0.0] + [math.log(statistics.fmean(self._estimate(s, depths[n], p, situations[n][s])
                                                     for s, p in claims[n].items())) for n in range(1, len(tokens))]
         self.claims, self.depths, self.index, self.situations = claims, depths, index, situations
@@ -317,6 +322,7 @@ class Mix(Drafters):
         that agree never all go quiet, and a costly one is not kept for tokens a cheap one brings anyway."""
         if self.payoff is None:
             return
+        assert cost is not None, "a payoff is kept only where steps are priced"
         mapped = self._merged(verdict.tree)
         gains = [0.0] * self.drafters
         for node in verdict.path:

@@ -11,7 +11,7 @@ from specmix.interfaces import Selector
 from specmix.sizing.calibration import DepthScale
 from specmix.sizing.cost import CostCurve
 from specmix.tree import TokenTree
-from specmix.values import Proposal, StepContext
+from specmix.values import Proposal, StepContext, Verdict
 
 
 def most_reached(reach: Sequence[float], cost: CostCurve | None, budget: int | None = None, extra_tokens: int = 0,
@@ -24,7 +24,11 @@ def most_reached(reach: Sequence[float], cost: CostCurve | None, budget: int | N
     """
     order = sorted(range(1, len(reach)), key=lambda i: -float(reach[i]))
     gains = [float(reach[i]) for i in order]
-    count = min(budget, len(gains)) if budget is not None else cost.best_size(gains, extra_tokens=extra_tokens, rate=rate)
+    if budget is not None:
+        count = min(budget, len(gains))
+    else:
+        assert cost is not None, "sized by the cost curve, a selector needs it (needs_cost_curve)"
+        count = cost.best_size(gains, extra_tokens=extra_tokens, rate=rate)
     return [0, *order[:count]]
 
 
@@ -51,10 +55,11 @@ class ReachSelector(Selector):
         self.calibration = DepthScale() if calibrate else None
         """The odds learnt from verdicts, kept across generations: how a scorer's claims fare is a property of the
         scorer and the target more than of one prompt."""
-        self._claims = None  # (tree chosen this step, each of its nodes' (depth, claim)) for observe
+        self._claims: tuple[TokenTree, list[tuple[int, float]]] | None = None
+        """The tree chosen this step and each of its nodes' (depth, claim), for observe."""
 
     @property
-    def needs_cost_curve(self) -> bool:
+    def needs_cost_curve(self) -> bool:  # type: ignore[override]  # Component's is a plain attribute
         return self.budget is None
 
     def reach(self, tree: TokenTree, proposal: Proposal) -> torch.Tensor:
@@ -66,7 +71,7 @@ class ReachSelector(Selector):
         already. A selector whose reach is its own (a trained scorer) says always."""
         return not proposal.calibrated
 
-    def select(self, tree, proposal, ctx: StepContext):
+    def select(self, tree: TokenTree, proposal: Proposal, ctx: StepContext) -> TokenTree:
         self._claims = None
         if tree.size == 1:
             return tree
@@ -82,6 +87,7 @@ class ReachSelector(Selector):
 
     def _calibrated(self, tree: TokenTree, reach: list[float]) -> tuple[list[float], list[tuple[int, float]]]:
         """Reach on the calibrated scale, and each node's depth and claimed chance of following its parent."""
+        assert self.calibration is not None, "called only while calibrating"
         calibrated, claims = [1.0] * tree.size, [(0, 1.0)] * tree.size
         for node in range(1, tree.size):
             parent, depth = tree.parent_list[node], tree.depth_list[node]
@@ -90,11 +96,12 @@ class ReachSelector(Selector):
             calibrated[node] = calibrated[parent] * self.calibration.estimate(depth, claimed)
         return calibrated, claims
 
-    def observe(self, verdict, ctx: StepContext) -> None:
+    def observe(self, verdict: Verdict, ctx: StepContext) -> None:
         """Every verified node whose parent the walk reached counts for its depth: taken if the walk went through it."""
         if self._claims is None:
             return
         chosen, claims = self._claims
+        assert self.calibration is not None, "claims are kept only while calibrating"
         index = {(chosen.parent_list[node], chosen.token_list[node]): node for node in range(1, chosen.size)}
         tree, reached, mapped = verdict.tree, {0, *verdict.path}, [0]
         for node in range(1, tree.size):

@@ -45,7 +45,7 @@ class StepCosts:
     @property
     def ratios(self) -> dict[int, float]:
         """Per measured size with steps, the running ratio of what its steps took to its price."""
-        return {size: average.mean for size, average in self._by_size.items()}
+        return {size: average.backed_mean for size, average in self._by_size.items()}
 
     def record(self, positions: int, seconds: float, curve: CostCurve) -> None:
         """A step verified ``positions`` (as run, padding included) in ``seconds``, which ``curve``, the unscaled

@@ -20,8 +20,7 @@ if TYPE_CHECKING:
 
     from specmix import Target
 
-# CostCurve's fields converted by tuple() read to mypy as taking Iterable[_T_co], which nothing matches.
-CURVE = CostCurve(sizes=(1, 2, 4, 8, 16, 32, 64), seconds=(79, 112, 138, 140, 143, 162, 220))  # type: ignore[arg-type]
+CURVE = CostCurve(sizes=(1, 2, 4, 8, 16, 32, 64), seconds=(79, 112, 138, 140, 143, 162, 220))
 """The shape of T(N) for a 135M model on a 2-core CPU (ms); tests use it instead of timing anything."""
 
 
