@@ -11,7 +11,7 @@ import sys
 
 from specmix import Decoder, DecodeSettings, Registry
 from specmix.bench.prompts import load_prompts
-from specmix.loading import load_model
+from specmix.models.loading import load_model
 from specmix.text import encode
 
 

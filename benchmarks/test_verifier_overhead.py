@@ -20,7 +20,7 @@ CONTEXT = 256
 @pytest.fixture(scope="module", params=["random-20M", "default"])
 def model(request):
     if request.param == "default":
-        from specmix.loading import load_model
+        from specmix.models.loading import load_model
 
         return load_model()[0]
     config = LlamaConfig(vocab_size=8192, hidden_size=256, intermediate_size=768, num_hidden_layers=6,

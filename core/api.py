@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from specmix.composition import KINDS
 from specmix.engine import Decoder
 from specmix.errors import ConfigurationError, PluginError, SpecmixWarning
-from specmix.loading import load_model
+from specmix.models.loading import load_model
 from specmix.registry import Registry
 from specmix.sizing.cost import CostCurve
 

@@ -39,3 +39,9 @@ class PluginError(SpecmixError):
         super().__init__(message)
         self.plugin = plugin
         self.component = component
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as its type and the first 300 characters of its message, on one line."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}"

@@ -14,7 +14,7 @@ import attrs
 import torch
 
 from specmix.attention import FLEX, backend_of, tree_mask
-from specmix.errors import ConfigurationError
+from specmix.errors import ConfigurationError, one_line
 from specmix.identity import fingerprint, measured_name, shapes_name
 from specmix.kernels.grouped_attention import group_queries
 from specmix.kernels.node_logits import HeadCosts, NodeLogits, as_node_logits
@@ -22,7 +22,7 @@ from specmix.kernels.row_kernels import RowKernels, active, switch_layers
 from specmix.kernels.screened_head import ScreenedHead
 from specmix.kernels.static_shapes import INITIAL_CAPACITY, StaticShapes, padded
 from specmix.kv_cache import PreallocatedCache
-from specmix.loading import _one_line, loaded_by_specmix
+from specmix.models.loading import loaded_by_specmix
 from specmix.paths import cache_dir
 from specmix.tree import TokenTree
 from specmix.values import Riders
@@ -98,7 +98,7 @@ def _own_copy(model):
         return copy.deepcopy(model, memo=shared)
     except Exception as exc:  # whatever a module holds that deepcopy cannot take (a lock, a non-leaf tensor)
         raise ConfigurationError(f"specmix decodes on its own copy of a model it did not load, and this one cannot be "
-                                 f"copied ({_one_line(exc)}); give specmix.load its id or directory instead") from exc
+                                 f"copied ({one_line(exc)}); give specmix.load its id or directory instead") from exc
 
 
 class Target:
@@ -116,7 +116,7 @@ class Target:
     transformers' ``sdpa`` attention is switched to :mod:`specmix.kernels.grouped_attention`, which computes the same
     outputs without copying key/value heads, and its linear layers to :mod:`specmix.kernels.row_kernels`.
 
-    A model specmix loaded itself (:func:`specmix.loading.load_model`) is run, and switched, in place; any other
+    A model specmix loaded itself (:func:`specmix.models.loading.load_model`) is run, and switched, in place; any other
     model is run through a copy of its modules that shares its weights, so that the caller's model never changes
     (changes made to its modules afterwards do not reach the target either).
 

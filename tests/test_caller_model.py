@@ -11,7 +11,7 @@ import specmix
 from specmix import Decoder, DecodeSettings, Registry
 from specmix.kernels.grouped_attention import NAME as GROUPED
 from specmix.kernels.row_kernels import COLUMNS, RowKernels, SwitchedLinear
-from specmix.loading import default_model_dir
+from specmix.models.loading import default_model_dir
 from specmix.testing.properties import CURVE
 
 SETTINGS = DecodeSettings(max_new_tokens=8, stop_ids=())

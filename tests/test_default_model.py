@@ -9,7 +9,7 @@ import torch
 
 from specmix import Decoder, DecodeSettings, Registry
 from specmix.cli.main import main
-from specmix.loading import load_model
+from specmix.models.loading import load_model
 from specmix.text import TextStream, encode
 
 
@@ -135,7 +135,7 @@ def test_bench_interleaves_specmix_methods_on_request(tmp_path):
 
 
 def test_a_local_checkpoint_directory_loads_like_any_model(default):
-    from specmix.loading import default_model_dir
+    from specmix.models.loading import default_model_dir
 
     model, tokenizer = load_model(str(default_model_dir()))
     assert model.config.to_dict() == default[0].config.to_dict()

@@ -194,7 +194,7 @@ def test_a_drafter_trained_here_loads_in_the_reference_and_drafts_the_same(refer
 
 
 def test_the_drafter_shipped_for_the_default_model_is_the_references_and_decodes_losslessly(reference):
-    from specmix.loading import load_model
+    from specmix.models.loading import load_model
     from specmix.plugins.diffusion.drafter import SHIPPED
     from specmix.text import encode
 
@@ -269,7 +269,7 @@ def test_a_hub_id_that_cannot_be_fetched_is_one_clear_error():
 
 def test_the_reference_runs_in_the_benchmark_beside_dflash_with_the_same_drafter(reference, tmp_path):
     from specmix.bench.runner import run_bench
-    from specmix.loading import load_model
+    from specmix.models.loading import load_model
 
     model, _ = load_model()
     torch.manual_seed(0)

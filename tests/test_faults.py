@@ -160,7 +160,7 @@ def test_cost_curves_follow_the_cache_directory_and_the_model_not_its_path(tmp_p
 @pytest.fixture
 def default_model_from_cache(monkeypatch):
     """Converting the default model without the network: its 'download' is the copy already converted."""
-    from specmix import loading
+    from specmix.models import loading
 
     converted = loading.default_model_dir()
     monkeypatch.setattr(loading, "_default_from_pypi", lambda scratch: loading._load_checkpoint(converted, torch.float32))
@@ -215,7 +215,7 @@ def test_asking_for_cuda_without_it_is_one_line(capsys):
 
 
 def test_corrupt_gguf_files_are_named(tmp_path):
-    from specmix.loading import load_model
+    from specmix.models.loading import load_model
 
     for name, content in (("garbage.gguf", b"not a model at all"), ("truncated.gguf", b"GGUF\x03\x00\x00\x00" + b"\x00" * 9)):
         (tmp_path / name).write_bytes(content)
@@ -224,7 +224,7 @@ def test_corrupt_gguf_files_are_named(tmp_path):
 
 
 def test_model_loading_prints_no_progress_bar(capfd):
-    from specmix.loading import load_model
+    from specmix.models.loading import load_model
 
     load_model()
     assert "Loading weights" not in capfd.readouterr().err

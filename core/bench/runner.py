@@ -15,7 +15,7 @@ from specmix.bench.prompts import load_prompts
 from specmix.bench.report import Run, build_report, can_plot, write_reports
 from specmix.engine import Decoder
 from specmix.errors import ConfigurationError
-from specmix.loading import load_model
+from specmix.models.loading import load_model
 from specmix.options import parse_assignment
 from specmix.registry import Registry
 from specmix.settings import DecodeSettings

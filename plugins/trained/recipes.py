@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from specmix.loading import load_model
+from specmix.models.loading import load_model
 from specmix.plugins.trained.prompts import TEMPLATES, stored_prompts
 
 if TYPE_CHECKING:

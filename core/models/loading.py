@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from specmix.attention import DEFAULT as DEFAULT_ATTENTION
-from specmix.errors import ConfigurationError, SpecmixWarning
+from specmix.errors import ConfigurationError, SpecmixWarning, one_line
 from specmix.paths import cache_dir
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def _load_gguf(path: Path, dtype: torch.dtype) -> Loaded:
     except ImportError as exc:
         raise ConfigurationError(f"loading GGUF files needs the 'gguf' package: {exc}") from exc
     except Exception as exc:  # a truncated or foreign file fails deep inside the reader
-        raise ConfigurationError(f"{path} is not a readable GGUF model ({_one_line(exc)})") from exc
+        raise ConfigurationError(f"{path} is not a readable GGUF model ({one_line(exc)})") from exc
     return model, tokenizer
 
 
@@ -214,7 +214,7 @@ def _load_checkpoint(directory: Path, dtype: torch.dtype) -> Loaded:
     try:
         return AutoModelForCausalLM.from_pretrained(directory, dtype=dtype), AutoTokenizer.from_pretrained(directory)
     except Exception as exc:  # a truncated or foreign checkpoint fails deep inside transformers or safetensors
-        raise ConfigurationError(f"could not load the model in {directory} ({_one_line(exc)})") from exc
+        raise ConfigurationError(f"could not load the model in {directory} ({one_line(exc)})") from exc
 
 
 def _load_hub(name: str, dtype: torch.dtype) -> Loaded:
@@ -225,13 +225,8 @@ def _load_hub(name: str, dtype: torch.dtype) -> Loaded:
         return AutoModelForCausalLM.from_pretrained(name, dtype=dtype), AutoTokenizer.from_pretrained(name)
     except Exception as exc:
         raise ConfigurationError(f"no local directory or file {name!r}, and the Hugging Face hub could not give a model "
-                                 f"of that id ({_one_line(exc)}); give a local directory or .gguf file if the hub is "
+                                 f"of that id ({one_line(exc)}); give a local directory or .gguf file if the hub is "
                                  "out of reach") from exc
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text[:300]}"
 
 
 def _placed(model, tokenizer, device, attention):
