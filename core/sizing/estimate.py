@@ -47,14 +47,9 @@ class DecayingAverage:
         self.weight *= self.keep
 
     @property
-    def seen(self) -> float:
-        """The weight behind the mean, the prior's included."""
-        return self.weight + self._held[1]
-
-    @property
     def mean(self) -> float | None:
         """The estimate (None while nothing, not even a prior, stands behind it)."""
-        seen = self.seen
+        seen = self.weight + self._held[1]
         return (self.amount + self._held[0]) / seen if seen > 0 else None
 
     @property
