@@ -6,8 +6,8 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -22,6 +22,7 @@ from specmix.sizing.measure import cost_curve_for
 from specmix.sizing.mixing import Drafters, drafting_policy
 from specmix.sizing.step_costs import StepCosts
 from specmix.sizing.step_rate import StepRate
+from specmix.sizing.tuning import Sizing
 from specmix.step_timer import StepTimer
 from specmix.target import Target
 from specmix.text import Prompt, TextStream, encode
@@ -46,14 +47,17 @@ class Decoder:
 
     def __init__(self, model: PreTrainedModel, composition: Composition, *, tokenizer: PreTrainedTokenizerBase | None = None,
                  cost_curve: CostCurve | None = None, static: bool | None = None, cache_dir: str | os.PathLike | None = None,
-                 learn_costs: bool | None = None, fast: bool | None = None):
+                 learn_costs: bool | None = None, fast: bool | None = None,
+                 sizing: Sizing | Mapping[str, Mapping[str, Any] | bool] | None = None):
         """``static``: bucketed forward sizes over a fixed-capacity cache, as CUDA graphs on CUDA (None: on CUDA only).
         ``cache_dir``: where measured cost curves are kept (default: ``$SPECMIX_CACHE_DIR`` or ``~/.cache/specmix``).
         ``learn_costs``: scale the cost curve by what this decoder's steps take against it (:attr:`step_costs`), and
         weigh each position against the tokens per second its steps bring (:attr:`step_rate`); None: unless
         ``cost_curve`` is given, which is then taken as it is, each step sized for its own best rate.
         ``fast``: the fast CPU paths (:mod:`specmix.kernels`), on specmix's own copy of a model it did not load, which
-        it never changes; None: on for a model :func:`specmix.load` loaded, off for the caller's own."""
+        it never changes; None: on for a model :func:`specmix.load` loaded, off for the caller's own.
+        ``sizing``: knobs of the sizing parts the decoder builds, per part, or False to do without one
+        (:mod:`specmix.sizing.tuning`)."""
         self.target = Target(model, static, cache=cache_dir, fast=fast)
         self.tokenizer = tokenizer
         self.composition = composition
@@ -64,9 +68,11 @@ class Decoder:
                 slot.component.attach(self.target)
         self.layers = tuple(sorted({layer for slot in composition.drafters for layer in slot.component.hidden_layers}))
         self.target.check_layers(self.layers)
+        tuning = sizing if isinstance(sizing, Sizing) else Sizing(sizing)
         self._drafting = drafting_policy([slot.component.calibrated for slot in composition.drafters],
-                                         priced=composition.needs_cost_curve)
-        self._ledger = Ledger(self._drafting, learn=cost_curve is None if learn_costs is None else learn_costs)
+                                         priced=composition.needs_cost_curve, sizing=tuning)
+        self._ledger = Ledger(self._drafting, learn=cost_curve is None if learn_costs is None else learn_costs,
+                              sizing=tuning)
 
     @property
     def step_costs(self) -> StepCosts | None:

@@ -16,9 +16,10 @@ from specmix.bench.report import Run, build_report, can_plot, write_reports
 from specmix.engine import Decoder
 from specmix.errors import ConfigurationError
 from specmix.models.loading import load_model
-from specmix.options import parse_assignment
+from specmix.options import parse_assignment, parse_value
 from specmix.registry import Registry
 from specmix.settings import DecodeSettings
+from specmix.sizing.tuning import Sizing
 from specmix.text import encode
 from specmix.values import StepStats
 
@@ -35,7 +36,8 @@ def parse_method(spec: str) -> tuple[str, dict, dict]:
     """``name[...]``: a method with some components swapped and options changed: ``(name, components, options)``.
 
     In the brackets ``kind=plugin`` swaps a component and ``kind.key=value`` sets an option,
-    e.g. ``ptd[drafter.max_riders=4]`` or ``ptd[selector=learned,selector.drafter=ptd]``.
+    e.g. ``ptd[drafter.max_riders=4]`` or ``ptd[selector=learned,selector.drafter=ptd]``; ``sizing.part.knob=value``
+    sets a knob of the decoder's sizing parts (:mod:`specmix.sizing.tuning`), e.g. ``mix[sizing.payoff=false]``.
     """
     name, _, rest = spec.partition("[")
     components: dict = {}
@@ -44,6 +46,10 @@ def parse_method(spec: str) -> tuple[str, dict, dict]:
         if not rest.endswith("]"):
             raise ConfigurationError(f"method {spec!r}: options go in brackets, e.g. ptd[drafter.max_riders=4]")
         for item in filter(None, rest[:-1].split(",")):
+            if item.startswith("sizing."):  # the engine's own parts (specmix.sizing.tuning), not a component kind
+                key, _, raw = item.removeprefix("sizing.").partition("=")
+                options.setdefault("sizing", {})[key] = parse_value(raw)
+                continue
             try:
                 kind, key, value = parse_assignment(item)
             except ConfigurationError as exc:
@@ -197,8 +203,9 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
             baseline = cast("Callable[..., Callable[[list[int], int], Run]]", registry.get("baseline", method).factory)
             runners[name] = baseline(loaded, tokenizer, settings, options)
         else:
+            sizing = Sizing.from_assignments(options.pop("sizing", {}))
             decoder = Decoder(loaded, registry.compose(method, options=options, **components), tokenizer=tokenizer,
-                              cache_dir=cache)
+                              cache_dir=cache, sizing=sizing)
             decoder.prepare()
             runners[name] = _specmix_runner(decoder, settings)
             decoders[name] = decoder

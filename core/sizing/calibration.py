@@ -38,7 +38,7 @@ EDGES = (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.85)
 
 
 class Calibration:
-    def __init__(self, memory: float = 256.0, explore: float = 0.25, weight: float = 2.0):
+    def __init__(self, memory: float | None = 256.0, explore: float = 0.25, weight: float = 2.0):
         self.odds = BetaOdds(weight=weight, explore=explore, memory=memory)
 
     def reset(self) -> None:
@@ -66,7 +66,7 @@ class DepthScale:
     of evidence, and keeps about ``memory`` recent verdicts.
     """
 
-    def __init__(self, memory: float = 256.0, weight: float = 2.0):
+    def __init__(self, memory: float | None = 256.0, weight: float = 2.0):
         self.memory, self.weight = memory, weight
         self.reset()
 

@@ -12,6 +12,7 @@ from specmix.sizing.cost import CostCurve
 from specmix.sizing.mixing import Drafters
 from specmix.sizing.step_costs import StepCosts
 from specmix.sizing.step_rate import StepRate
+from specmix.sizing.tuning import Sizing
 from specmix.step_timer import StepTimer
 from specmix.target import TreeForward
 from specmix.values import Verdict
@@ -19,12 +20,13 @@ from specmix.values import Verdict
 
 class Ledger:
     """Prices steps and learns from them. ``learn``: scale the curve by what steps take and size trees against the
-    decoder's own rate, both kept across generations; off, each step is priced on the curve as it is."""
+    decoder's own rate, both kept across generations (each unless ``sizing`` switches it off); off, each step is priced
+    on the curve as it is."""
 
-    def __init__(self, drafters: Drafters, learn: bool):
-        self.drafters = drafters
-        self.step_costs = StepCosts() if learn else None
-        self.step_rate = StepRate() if learn else None
+    def __init__(self, drafters: Drafters, learn: bool, sizing: Sizing | None = None):
+        self.drafters, sizing = drafters, sizing or Sizing()
+        self.step_costs = sizing.build("step_costs", StepCosts) if learn else None
+        self.step_rate = sizing.build("step_rate", StepRate) if learn else None
         self._unscaled: CostCurve | None = None  # the curve at the current step's context
 
     def price(self, curve: CostCurve | None, context: int) -> tuple[CostCurve | None, float | None]:

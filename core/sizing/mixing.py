@@ -34,6 +34,7 @@ import torch
 from specmix.sizing.calibration import Calibration
 from specmix.sizing.cost import CostCurve
 from specmix.sizing.payoff import DrafterPayoff
+from specmix.sizing.tuning import Sizing
 from specmix.tree import TokenTree
 from specmix.values import Proposal, Riders, StepContext, Verdict
 
@@ -75,13 +76,17 @@ class Drafters(Protocol):
         """The step is committed: ``spent`` per drafter, ``seconds`` per part of the step, on the curve ``cost``."""
 
 
-def drafting_policy(calibrated: Sequence[bool], priced: bool) -> Drafters:
+def drafting_policy(calibrated: Sequence[bool], priced: bool, sizing: Sizing | None = None) -> Drafters:
     """The policy for drafters whose scores are (or are not) ``calibrated`` acceptance odds; where the composition
-    sizes its work by the cost curve (``priced``), each drafter also earns its place on it (:mod:`.payoff`)."""
+    sizes its work by the cost curve (``priced``), each drafter also earns its place on it (:mod:`.payoff`, unless
+    ``sizing`` switches it off)."""
+    sizing = sizing or Sizing()
     if len(calibrated) == 1:
-        return Solo(DrafterPayoff(1) if priced else None, calibrated[0])
-    return Mix(len(calibrated), payoff=DrafterPayoff(Mix.slots(len(calibrated))) if priced else None,
-               calibrated=calibrated)
+        return Solo(sizing.build("payoff", DrafterPayoff, 1) if priced else None, calibrated[0])
+    payoff = sizing.build("payoff", DrafterPayoff, Mix.slots(len(calibrated))) if priced else None
+    mix = sizing.build("mix", Mix, len(calibrated), sizing.build("calibration", Calibration), payoff, calibrated)
+    assert mix is not None, "a mix is never switched off"
+    return mix
 
 
 class Solo(Drafters):

@@ -38,9 +38,9 @@ from specmix.sizing.step_rate import StepRate
 
 
 class DrafterPayoff:
-    def __init__(self, slots: int, memory: float = 24.0, revisit: int = 16, trial: int = 3, optimism: float = 1.0,
+    def __init__(self, slots: int, memory: float | None = 24.0, revisit: int = 16, trial: int = 3, optimism: float = 1.0,
                  free: float = 0.02, longest: int = 256):
-        if (slots < 1 or memory < 1 or revisit < 1 or trial < 1 or optimism < 1 or not 0 <= free < 1
+        if (slots < 1 or (memory is not None and memory < 1) or revisit < 1 or trial < 1 or optimism < 1 or not 0 <= free < 1
                 or longest < revisit):
             raise ValueError("a payoff needs at least one slot, memory, revisit and trial >= 1, optimism >= 1, "
                              "free in [0, 1) and longest >= revisit")

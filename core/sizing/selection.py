@@ -48,11 +48,11 @@ class ReachSelector(Selector):
     on the claims verified more than paid.
     """
 
-    def __init__(self, budget: int | None = None, calibrate: bool = True):
+    def __init__(self, budget: int | None = None, calibrate: bool = True, calibration_memory: float | None = 256.0):
         if budget is not None and budget < 0:
             raise ConfigurationError(f"budget must be >= 0 nodes, got {budget}")
         self.budget = budget
-        self.calibration = DepthScale() if calibrate else None
+        self.calibration = DepthScale(calibration_memory) if calibrate else None
         """The odds learnt from verdicts, kept across generations: how a scorer's claims fare is a property of the
         scorer and the target more than of one prompt."""
         self._claims: tuple[TokenTree, list[tuple[int, float]]] | None = None

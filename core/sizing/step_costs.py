@@ -36,10 +36,11 @@ class StepCosts:
     like one more step (so a step moves it by ``weight``, as an exponential average).
     """
 
-    def __init__(self, weight: float = WEIGHT):
-        if not 0 < weight <= 1:
+    def __init__(self, weight: float | None = WEIGHT, lowest: float = LOWEST, highest: float = HIGHEST):
+        if weight is not None and not 0 < weight <= 1:
             raise ConfigurationError(f"a step's weight lies in (0, 1]; got {weight}")
-        self.memory = 1.0 / weight
+        self.memory = None if weight is None else 1.0 / weight
+        self.lowest, self.highest = lowest, highest
         self._by_size: dict[int, DecayingAverage] = {}
 
     @property
@@ -50,10 +51,10 @@ class StepCosts:
     def record(self, positions: int, seconds: float, curve: CostCurve) -> None:
         """A step verified ``positions`` (as run, padding included) in ``seconds``, which ``curve``, the unscaled
         curve at the step's context, prices at ``curve.time_at(positions)``."""
-        ratio = min(max(seconds / curve.time_at(positions), LOWEST), HIGHEST)
+        ratio = min(max(seconds / curve.time_at(positions), self.lowest), self.highest)
         size = _bucket(curve.sizes, positions)
         if size not in self._by_size:
-            self._by_size[size] = DecayingAverage(self.memory, prior=(1.0, self.memory), fading_prior=True)
+            self._by_size[size] = DecayingAverage(self.memory, prior=(1.0, self.memory or 1.0), fading_prior=True)
         self._by_size[size].add(ratio)
 
     def scaled(self, curve: CostCurve) -> CostCurve:

@@ -19,7 +19,7 @@ from specmix.sizing.estimate import DecayingAverage
 class StepRate:
     """Committed tokens per second over about the last ``memory`` steps (older ones fade geometrically)."""
 
-    def __init__(self, memory: float = 64.0):
+    def __init__(self, memory: float | None = 64.0):
         self.per_second = DecayingAverage(memory)  # tokens over seconds
         self.step = DecayingAverage(memory)  # seconds per step
 

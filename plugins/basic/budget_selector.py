@@ -19,8 +19,9 @@ class BudgetSelector(ReachSelector):
 
     uses = frozenset({Capability.LOGPROBS})
 
-    def __init__(self, budget: int | None = None, prior: float = 0.5, calibrate: bool = True) -> None:
-        super().__init__(budget, calibrate)
+    def __init__(self, budget: int | None = None, prior: float = 0.5, calibrate: bool = True,
+                 calibration_memory: float | None = 256.0) -> None:
+        super().__init__(budget, calibrate, calibration_memory)
         if not 0 < prior <= 1:
             raise ConfigurationError(f"prior must lie in (0, 1], got {prior}")
         self.prior = prior

@@ -43,14 +43,14 @@ class PTDDrafter(Drafter):
 
     def __init__(self, spine: int = 4, max_children: int = 2, max_depth: int = 6, max_riders: int = 8,
                  linked_spine: bool = True, pool_nodes: int = 60, candidate_depth: int = 8, seed: int = 0,
-                 prior: float = 0.5, adaptive_riders: bool = True) -> None:
+                 prior: float = 0.5, adaptive_riders: bool = True, rider_revisit: int = 96) -> None:
         self.options: dict[str, Any] = dict(spine=spine, max_children=max_children, max_depth=max_depth, max_riders=max_riders,
                             linked_spine=linked_spine)
         self.pool_nodes, self.candidate_depth, self.seed = pool_nodes, candidate_depth, seed
         self.odds = ContinuationOdds(prior)
         self.draft = ProgressiveDraftTree(**self.options)
         arms = {0, max_riders // 4, max_riders // 2, max_riders} if adaptive_riders else {max_riders}
-        self.budget = RiderBudget(arms)
+        self.budget = RiderBudget(arms, revisit=rider_revisit)
 
     @property
     def needs_cost_curve(self) -> bool:  # type: ignore[override]  # Component's is a plain attribute

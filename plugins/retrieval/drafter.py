@@ -43,7 +43,7 @@ class CorpusDrafter(Drafter):
     test_options = {"random_documents": 64}
 
     def __init__(self, corpus: str | None = None, longest: int = 32, nodes: int = 16, depth: int = 8,
-                 explore: float = 0.0, memory: float = 64.0, random_documents: int | None = None) -> None:
+                 explore: float = 0.0, memory: float | None = 64.0, random_documents: int | None = None) -> None:
         if longest < 1 or nodes < 1 or depth < 1:
             raise ConfigurationError("longest, nodes and depth must be at least 1")
         self.corpus_option, self.longest, self.nodes, self.depth = corpus, longest, nodes, depth
