@@ -6,8 +6,8 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -17,12 +17,8 @@ from specmix.errors import ConfigurationError, DecoderBusyError
 from specmix.interfaces import Drafter, TreeBuilder
 from specmix.settings import DecodeSettings
 from specmix.sizing.cost import CostCurve
-from specmix.sizing.ledger import Ledger
 from specmix.sizing.measure import cost_curve_for
 from specmix.sizing.mixing import Drafters, drafting_policy
-from specmix.sizing.step_costs import StepCosts
-from specmix.sizing.step_rate import StepRate
-from specmix.sizing.tuning import Sizing
 from specmix.step_timer import StepTimer
 from specmix.target import Target
 from specmix.text import Prompt, TextStream, encode
@@ -47,17 +43,11 @@ class Decoder:
 
     def __init__(self, model: PreTrainedModel, composition: Composition, *, tokenizer: PreTrainedTokenizerBase | None = None,
                  cost_curve: CostCurve | None = None, static: bool | None = None, cache_dir: str | os.PathLike | None = None,
-                 learn_costs: bool | None = None, fast: bool | None = None,
-                 sizing: Sizing | Mapping[str, Mapping[str, Any] | bool] | None = None):
+                 fast: bool | None = None):
         """``static``: bucketed forward sizes over a fixed-capacity cache, as CUDA graphs on CUDA (None: on CUDA only).
         ``cache_dir``: where measured cost curves are kept (default: ``$SPECMIX_CACHE_DIR`` or ``~/.cache/specmix``).
-        ``learn_costs``: scale the cost curve by what this decoder's steps take against it (:attr:`step_costs`), and
-        weigh each position against the tokens per second its steps bring (:attr:`step_rate`); None: unless
-        ``cost_curve`` is given, which is then taken as it is, each step sized for its own best rate.
         ``fast``: the fast CPU paths (:mod:`specmix.kernels`), on specmix's own copy of a model it did not load, which
-        it never changes; None: on for a model :func:`specmix.load` loaded, off for the caller's own.
-        ``sizing``: knobs of the sizing parts the decoder builds, per part, or False to do without one
-        (:mod:`specmix.sizing.tuning`)."""
+        it never changes; None: on for a model :func:`specmix.load` loaded, off for the caller's own."""
         self.target = Target(model, static, cache=cache_dir, fast=fast)
         self.tokenizer = tokenizer
         self.composition = composition
@@ -68,23 +58,8 @@ class Decoder:
                 slot.component.attach(self.target)
         self.layers = tuple(sorted({layer for slot in composition.drafters for layer in slot.component.hidden_layers}))
         self.target.check_layers(self.layers)
-        tuning = sizing if isinstance(sizing, Sizing) else Sizing(sizing)
-        self._drafting = drafting_policy([slot.component.calibrated for slot in composition.drafters],
-                                         priced=composition.needs_cost_curve, sizing=tuning)
-        self._ledger = Ledger(self._drafting, learn=cost_curve is None if learn_costs is None else learn_costs,
-                              sizing=tuning)
-
-    @property
-    def step_costs(self) -> StepCosts | None:
-        """What this decoder's steps took against the cost curve's price, kept across generations; selectors and
-        the drafter payoff see the curve scaled by it (None: the curve as it is)."""
-        return self._ledger.step_costs
-
-    @property
-    def step_rate(self) -> StepRate | None:
-        """The tokens per second this decoder's steps bring, kept across generations; selectors size trees against
-        it (None: each step for its own best rate)."""
-        return self._ledger.step_rate
+        self._drafting = drafting_policy(len(composition.drafters),
+                                         [slot.component.calibrated for slot in composition.drafters])
 
     @property
     def cost_curve(self) -> CostCurve:
@@ -131,19 +106,17 @@ class Decoder:
         run = _Run(self, self._check_prompt(encode(self.tokenizer, prompt, chat)), settings)
         self._prefill(run.prompt)
         for index in itertools.count():
-            timer, ctx = StepTimer(len(self.composition.drafters)), run.context(index)
+            timer, ctx = StepTimer(), run.context(index)
             tree, proposal = self._propose(ctx, timer)
             with timer("select"):
                 tree = self._select(tree, proposal, ctx)
             proposal = run.riders_in_context(proposal)
             with timer("verify"):
                 verdict = self._verify(tree, proposal, ctx)
-            forward = self.target.last_forward
             committed, reason = run.commit(verdict)
             if reason is None:
                 contract.check_cache(self.composition.verifier, self.target, run.tokens, new=len(verdict.path) + 1)
             self._observe(verdict, ctx, timer)
-            self._ledger.settle(verdict, len(committed), timer, forward, ctx.cost)
             yield run.step(committed, reason, _stats(index, proposal, verdict, committed, timer, self._drafting))
             if reason:
                 return
@@ -155,18 +128,16 @@ class Decoder:
         for drafter in self.composition.drafters:
             with drafter.blame("start"):
                 drafter.component.start(prompt, hidden)
-        self._drafting.start()
 
     def _propose(self, ctx: StepContext, timer: StepTimer) -> tuple[TokenTree, Proposal]:
-        """Each drafter the policy asks proposes and its builder builds; the trees are merged into one."""
-        proposals: list[Proposal | None] = []
-        trees: list[TokenTree | None] = []
-        for number, (drafter, builder) in enumerate(zip(self.composition.drafters, self.composition.builders)):
-            asked = self._drafting.ask(number, trees)
-            with timer("draft", number):
-                proposals.append(_proposed(drafter, ctx) if asked else None)
-            with timer("build", number):
-                trees.append(None if proposals[-1] is None else _built(builder, proposals[-1], ctx))
+        """Each drafter proposes and its builder builds; the trees are merged into one."""
+        proposals: list[Proposal] = []
+        trees: list[TokenTree] = []
+        for drafter, builder in zip(self.composition.drafters, self.composition.builders):
+            with timer("draft"):
+                proposals.append(_proposed(drafter, ctx))
+            with timer("build"):
+                trees.append(_built(builder, proposals[-1], ctx))
         with timer("build"):
             return self._drafting.merge(trees, proposals, ctx)
 
@@ -187,8 +158,8 @@ class Decoder:
             with selector.blame("observe"):
                 selector.component.observe(verdict, ctx)
             views = self._drafting.share(verdict)
-        for number, (drafter, view) in enumerate(zip(self.composition.drafters, views)):
-            with timer("observe", number), drafter.blame("observe"):
+        for drafter, view in zip(self.composition.drafters, views):
+            with timer("observe"), drafter.blame("observe"):
                 drafter.component.observe(view, ctx)
 
     def _check_prompt(self, prompt: Sequence[int] | torch.Tensor) -> torch.Tensor:
@@ -221,7 +192,7 @@ def _built(builder: Slot[TreeBuilder], proposal: Proposal, ctx: StepContext) -> 
 def _stats(index: int, proposal: Proposal, verdict: Verdict, committed: tuple[int, ...], timer: StepTimer,
            drafting: Drafters) -> StepStats:
     return StepStats(step=index, tree_size=verdict.tree.size, riders=proposal.rider_count, accepted=len(verdict.path),
-                     committed=len(committed), accepted_from=drafting.credit(verdict), asked=tuple(drafting.asked),
+                     committed=len(committed), accepted_from=drafting.credit(verdict),
                      **{f"{part}_s": seconds for part, seconds in timer.seconds.items()})
 
 
@@ -236,7 +207,6 @@ class _Run:
             raise ConfigurationError(f"stop ids {outside[:5]} lie outside the vocabulary [0, {target.vocab_size})")
         self.stop_ids = frozenset(target.eos_ids if settings.stop_ids is None else settings.stop_ids)
         self.cost = decoder.cost_curve if decoder.composition.needs_cost_curve else None
-        self.ledger = decoder._ledger
         self.generator = torch.Generator()
         if settings.seed is None:
             self.generator.seed()
@@ -250,10 +220,10 @@ class _Run:
 
     def context(self, index: int) -> StepContext:
         room = min(self.settings.max_new_tokens - self.produced, self.target.max_length - len(self.tokens))
-        cost, rate = self.ledger.price(self.cost, len(self.tokens))
+        cost = None if self.cost is None else self.cost.at(len(self.tokens))
         return StepContext(step=index, tokens=self.buffer[: len(self.tokens)], settings=self.settings,
                            vocab_size=self.target.vocab_size, max_depth=room - 1, cost=cost, generator=self.generator,
-                           stop_ids=self.stop_ids, rate=rate)
+                           stop_ids=self.stop_ids)
 
     def riders_in_context(self, proposal: Proposal) -> Proposal:
         """The proposal without its riders if any would sit past the model's context (its drafter then sees no rider logits)."""

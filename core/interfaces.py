@@ -50,11 +50,8 @@ class Drafter(Component):
 
     Contract: ``start`` is called once per generation after the prompt (all but its last
     token) is in the cache; ``propose`` then runs once per step and ``observe`` receives
-    that step's verdict once it is committed. In a composition that uses the cost curve,
-    a drafter whose tokens have not paid for their cost sits steps out
-    (:mod:`specmix.sizing.payoff`): ``propose`` is not called, and ``observe`` still is, with a
-    verdict on a tree that may hold none of its nodes (so state kept from ``propose`` for
-    ``observe`` is cleared there). A drafter must never assume its proposal was accepted,
+    that step's verdict once it is committed; in a mix, on a tree that may hold none of its
+    nodes (the selector kept others'). A drafter must never assume its proposal was accepted,
     must not draw from ``ctx.generator``, and must keep no state that outlives ``start``
     except a memory of earlier generations (a cross-request cache),
     which ``carried`` then describes.
@@ -65,9 +62,7 @@ class Drafter(Component):
 
     A drafter whose tree scores are already acceptance estimates learnt from verdicts (a
     lookup's online odds) sets ``calibrated``: a mix then takes them as they are instead
-    of calibrating them again (:mod:`specmix.sizing.calibration`), and alone it answers only for its
-    pass, riders and the selection over its tree, not for the positions a selector verified
-    on those scores (:class:`specmix.sizing.mixing.Solo`).
+    of calibrating them again (:mod:`specmix.sizing.calibration`).
     """
 
     hidden_layers: tuple[int, ...] = ()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import inspect
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,15 +35,6 @@ def _ids(value: int | list[int] | tuple[int, ...] | None) -> tuple[int, ...]:
     if value is None:
         return ()
     return tuple(int(v) for v in (value if isinstance(value, (list, tuple)) else [value]))
-
-
-@attrs.frozen
-class TreeForward:
-    """What one tree forward ran: its positions (padding included) and its seconds (None where it cannot be timed
-    alone, off the CPU)."""
-
-    positions: int
-    seconds: float | None
 
 
 @attrs.frozen
@@ -168,8 +158,6 @@ class Target:
         """The matrix kernels this target's forwards take where they are faster (None: the model's own)."""
         self._decoder = None if static else _plain_head_decoder(model, self._head)
         self._head_costs: HeadCosts | None = None
-        self.last_forward: TreeForward | None = None
-        """The last :meth:`forward_tree`: the positions it ran and its seconds (head rows read later excluded)."""
         self.screen: ScreenedHead | None = None
         """The exact greedy argmax of the LM head through a float16 copy (:mod:`specmix.kernels.screened_head`), where
         the head runs on the rows a walk reads and this is faster than one float32 row; None: rows decide."""
@@ -230,7 +218,6 @@ class Target:
             self._dynamic_cache = PreallocatedCache()
         else:
             self._static.reset()
-        self.last_forward = None
         self._held: list[int] = []  # token ids in the cache, in order
         self._positions: list[int] = []  # and the position each was written at
         self._appended: list[tuple[int, int]] = []  # what the last forward wrote, padding as (-1, -1)
@@ -265,16 +252,11 @@ class Target:
         ``pad_to(n)``: the size to run a forward of ``n`` positions at, where a larger one costs less
         (:meth:`CostCurve.padded_size`); the padding sees only itself and is dropped on commit.
         """
-        start = time.perf_counter()
         with active(self.row_kernels):
-            outputs, positions = self._forward_tree(tree, riders, layers, pad_to)
-        # Off the CPU a forward returns before its kernels finish: only a later read of its output could time it.
-        seconds = time.perf_counter() - start if self.device.type == "cpu" else None
-        self.last_forward = TreeForward(positions, seconds)
-        return outputs
+            return self._forward_tree(tree, riders, layers, pad_to)
 
     def _forward_tree(self, tree: TokenTree, riders: Riders | None, layers: Sequence[int],
-                      pad_to: Callable[[int], int] | None) -> tuple[TreeOutputs, int]:
+                      pad_to: Callable[[int], int] | None) -> TreeOutputs:
         size, count = tree.size, 0 if riders is None else riders.count
         root_position = self.length
         ids, positions = tree.tokens, root_position + torch.tensor(tree.depth_list)
@@ -288,15 +270,15 @@ class Target:
         else:
             visible = tree.ancestor_mask()
         ids, positions, visible = self._padded(ids, positions, visible, pad_to)
-        end, ran = size + count, ids.shape[0]
+        end = size + count
         if self._decoder is None:
             logits, hidden = self.forward(ids, positions, visible, layers)
             return TreeOutputs(logits[:size], None if riders is None else logits[size:end],
-                               {layer: states[:size] for layer, states in hidden.items()}), ran
+                               {layer: states[:size] for layer, states in hidden.items()})
         final, hidden = self._forward_final(ids, positions, visible, layers)
         return TreeOutputs(NodeLogits.lazy(final[:size], self._head_rows, self.vocab_size, self._head_costs, self.screen),
                            None if riders is None else self._head_rows(final[size:end]),
-                           {layer: states[:size] for layer, states in hidden.items()}), ran
+                           {layer: states[:size] for layer, states in hidden.items()})
 
     @torch.inference_mode()
     def _head_rows(self, final: torch.Tensor) -> torch.Tensor:

@@ -104,9 +104,6 @@ class Proposal:
     """``riders``: tokens to evaluate in the verification pass."""
     features: torch.Tensor | None = attrs.field(default=None, eq=False)
     """``features``: the drafter's own hidden state per drafted position ``[H, F]`` (for learned selectors)."""
-    calibrated: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
-    """Whether the tree's scores are acceptance odds learnt from verdicts already (a lookup's online odds, a mix's
-    merge): a selector then takes them as they are rather than calibrating them again."""
 
     @property
     def rider_count(self) -> int:
@@ -159,9 +156,7 @@ class StepContext:
     ``max_depth`` is the deepest a candidate may sit this step: a step commits its
     accepted path and one bonus token, so a path may use all the room left in the output
     and in the model's context but one place. ``cost`` is the measured cost curve over this
-    step's context length when a component needs it. ``rate`` is the decoder's recent tokens per second over whole
-    steps, where it measures them (None before its first step, or with a cost curve given): what a position verified
-    must earn at the margin (:mod:`specmix.sizing.step_rate`). ``stop_ids`` end generation (the settings' or the model's EOS
+    step's context length when a component needs it. ``stop_ids`` end generation (the settings' or the model's EOS
     ids). ``generator`` drives verification sampling only; drafters that sample use their own.
     """
 
@@ -173,7 +168,6 @@ class StepContext:
     cost: CostCurve | None = attrs.field(default=None, eq=False)
     generator: torch.Generator | None = attrs.field(default=None, eq=False)
     stop_ids: frozenset[int] = frozenset()
-    rate: float | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0.0)))
 
     @property
     def root(self) -> int:
@@ -198,8 +192,6 @@ class StepStats:
     observe_s: float
     accepted_from: tuple[int, ...] = ()
     """Per drafter of the composition, how many of the accepted nodes it had proposed."""
-    asked: tuple[bool, ...] = ()
-    """Per drafter of the composition, whether it proposed this step (in a mix, one that does not pay sits steps out)."""
 
 
 @attrs.frozen
@@ -254,5 +246,3 @@ class Run:
     """For a mix of drafters: how many accepted tokens each drafter had proposed (a token may count for several)."""
     carried: dict[str, dict] | None = None
     """Per drafter that remembers earlier generations, what it held when this prompt ran (:meth:`Drafter.carried`)."""
-    drafted: dict[str, int] | None = None
-    """For a mix of drafters: in how many steps each drafter proposed (one that does not pay sits steps out)."""

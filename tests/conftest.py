@@ -35,29 +35,3 @@ def pytest_unconfigure(config):
 def registry():
     """Installed plugins plus the conformance kit's drafters."""
     return kit_registry()
-
-
-class FakeTime:
-    """A stand-in for the ``time`` module whose clock moves only when told, plus ``tick`` seconds per reading."""
-
-    def __init__(self, tick: float = 1e-4):
-        self.now, self.tick = 0.0, tick
-
-    def perf_counter(self) -> float:
-        self.now += self.tick
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture
-def fake_time(monkeypatch):
-    """The clock that times decoding steps and tree forwards, under the test's control."""
-    import specmix.step_timer
-    import specmix.target
-
-    clock = FakeTime()
-    for module in (specmix.step_timer, specmix.target):
-        monkeypatch.setattr(module, "time", clock)
-    return clock

@@ -1,9 +1,12 @@
 import json
+import math
+import statistics
 
 import attrs
 import pytest
 
 from specmix import ConfigurationError
+from specmix.bench.report import variant_ratios, variant_table
 from specmix.bench.runner import report_journal
 from specmix.cli.main import main
 from specmix.settings import DecodeSettings
@@ -61,12 +64,13 @@ def test_per_step_counts_give_acceptance_by_depth_and_the_drafting_share(journal
     assert "over the" not in table
 
 
-def test_a_mix_reports_each_drafters_share_how_often_it_drafted_and_what_a_memory_held(journal):
+def test_a_mix_reports_each_drafters_share_and_what_a_memory_held(journal):
     path = journal.with_suffix(".runs.jsonl")
     header, *finished = [json.loads(line) for line in path.read_text().splitlines()]
     for line, held in zip(finished, [0, 300]):
         line["runs"]["vanilla"].update({"accepted": [1, 1], "verified": [4, 4], "draft_s": 0.1,
-                                        "accepted_from": {"ngram": 1, "ptd": 1}, "drafted": {"ngram": 2, "ptd": 1},
+                                        "accepted_from": {"ngram": 1, "ptd": 1},
+                                        "drafted": {"ngram": 2, "ptd": 1},  # an earlier version's field: ignored
                                         "carried": {"ngram": {"outputs": held // 300, "tokens": held}}})
     path.write_text("".join(json.dumps(line) + "\n" for line in [header, *finished]))
 
@@ -74,8 +78,8 @@ def test_a_mix_reports_each_drafters_share_how_often_it_drafted_and_what_a_memor
     assert vanilla["accepted_from_share"] == {"ngram": 0.5, "ptd": 0.5}
     assert vanilla["carried"] == {"ngram": {"outputs": [0, 1], "tokens": [0, 300]}}
     table = journal.with_suffix(".md").read_text()
-    assert vanilla["drafted_share"] == {"ngram": 1.0, "ptd": 0.5}
-    assert "- vanilla: ngram 50%, ptd 50%; drafting in 100% of steps (ngram), 50% of steps (ptd)" in table
+    assert "drafted_share" not in vanilla
+    assert "- vanilla: ngram 50%, ptd 50%\n" in table
     assert "- vanilla, ngram: outputs 0/0/1, tokens 0/150/300" in table
 
 
@@ -105,3 +109,29 @@ def test_report_only_without_a_journal_names_the_command_that_writes_one(tmp_pat
 def test_bench_without_prompts_is_an_error(capsys):
     assert main(["bench", "--methods", "hf"]) == 2
     assert "--prompts is required" in capsys.readouterr().err
+
+
+def test_a_variant_is_compared_with_its_method_prompt_by_prompt():
+    runs = [{"m": {"tokens": 10, "seconds": 1.0}, "m[x=1]": {"tokens": 10, "seconds": s}, "other[y=2]": {}}
+            for s in (0.5, 1.0, 2.0)]
+    variants = variant_ratios(runs, ["hf", "m", "m[x=1]", "other[y=2]"])
+    assert list(variants) == ["m[x=1]"]  # a variant whose method did not run is not compared
+    row = variants["m[x=1]"]
+    ratios = [2.0, 1.0, 0.5]  # per prompt, not the ratio of the totals (10 / 3.5 tokens per second)
+    assert (row["of"], row["prompts"]) == ("m", 3)
+    assert row["mean"] == pytest.approx(sum(ratios) / 3)
+    assert row["two_se"] == pytest.approx(2 * statistics.stdev(ratios) / math.sqrt(3))
+    assert variant_table(variants)[2] == f"| `m[x=1]` | m | {row['mean']:.3f} ± {row['two_se']:.3f} | 3 |"
+
+
+def test_the_report_lists_variants_beside_their_methods(journal):
+    header, *lines = journal.with_suffix(".runs.jsonl").read_text().splitlines()
+    header_fields = json.loads(header)
+    header_fields["methods"].append("vanilla[selector.budget=2]")
+    rewritten = [json.loads(line) for line in lines]
+    for line in rewritten:
+        line["runs"]["vanilla[selector.budget=2]"] = {**line["runs"]["vanilla"], "seconds": 2.0}
+    journal.with_suffix(".runs.jsonl").write_text("".join(json.dumps(x) + "\n" for x in [header_fields, *rewritten]))
+    report = report_journal(journal)
+    assert report["variants"]["vanilla[selector.budget=2]"]["mean"] == pytest.approx(0.5)
+    assert "| `vanilla[selector.budget=2]` | vanilla | 0.500 ± 0.000 | 2 |" in journal.with_suffix(".md").read_text()

@@ -38,15 +38,15 @@ def test_the_feature_cache_follows_the_committed_tokens(registry):
         assert torch.allclose(keys, want_keys, atol=1e-9) and torch.allclose(values, want_values, atol=1e-9)
 
 
-def test_a_drafter_that_sits_steps_out_catches_up_in_one_pass(registry):
+def test_a_drafter_that_drafts_nothing_for_some_steps_catches_up_in_one_pass(registry):
     model = tiny_model("llama")
     drafter = make_decoder(registry, NAMES, model, seed=0).composition.drafter.component
     width = model.config.hidden_size
     rows = [{layer: torch.randn(count, width, dtype=torch.float64) for layer in drafter.hidden_layers} for count in (3, 1, 2)]
     drafter.start(None, rows[0])
     for hidden in rows[1:]:
-        drafter.observe(SimpleNamespace(hidden=hidden, tokens=()), None)  # all a verdict gives a drafter that sat out
-    assert drafter.length == 0  # nothing computed while the drafter was not asked
+        drafter.observe(SimpleNamespace(hidden=hidden, tokens=()), None)  # all a verdict gives a drafter that drafted nothing
+    assert drafter.length == 0  # nothing computed while the drafter did not draft
     drafter.catch_up()
     tapped = torch.cat([torch.cat([hidden[layer] for layer in drafter.hidden_layers], dim=-1) for hidden in rows])
     expected = drafter.net.context(drafter.net.features(tapped), torch.arange(6))

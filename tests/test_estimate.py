@@ -27,22 +27,14 @@ def test_with_memory_each_older_observation_counts_less_by_one_fading_step(obser
     assert average.mean == pytest.approx(sum(w * v for w, v in zip(weights, observed)) / sum(weights))
 
 
-@given(values, st.floats(0.01, 1.0))
-def test_a_fading_prior_worth_memory_steps_is_an_exponential_average_from_it(observed, weight):
-    average, ema = DecayingAverage(1 / weight, prior=(1.0, 1 / weight), fading_prior=True), 1.0
-    for value in observed:
-        average.add(value)
-        ema += weight * (value - ema)
-    assert average.mean == pytest.approx(ema)
-
-
-def test_a_held_prior_stays_while_evidence_fades_and_a_rate_weighs_amounts():
-    average = DecayingAverage(2.0, prior=(1.0, 2.0))
-    assert average.mean == 1.0 and DecayingAverage().mean is None
-    average.add(0.0, weight=2.0)  # nothing taken of two claimed
-    assert average.mean == pytest.approx(2 / 4)
+def test_fading_weighs_amounts_and_leaves_nothing_before_the_first_observation():
+    average = DecayingAverage(2.0)
+    assert average.mean is None
+    average.add(1.0, weight=2.0)  # one taken of two claimed
+    average.add(0.0)
+    assert average.mean == pytest.approx(0.5 / 2)
     average.fade()
-    assert average.mean == pytest.approx(2 / 3)
+    assert average.mean == pytest.approx(0.5 / 2)  # fading with nothing new keeps the ratio
     with pytest.raises(ConfigurationError, match="memory"):
         DecayingAverage(0.5)
 

@@ -144,7 +144,7 @@ def drafter_over(tmp_path):
         store = Datastore.of(texts)
         directory = tmp_path / f"corpus-{len(list(tmp_path.iterdir()))}"
         Corpus(CorpusConfig("tiny", store.documents, store.tokens), store, priors or {}, 0.5).save(directory)
-        drafter = CorpusDrafter(corpus=str(directory), explore=0.0, **options)
+        drafter = CorpusDrafter(corpus=str(directory), **options)
         drafter.attach(_Target())
         return drafter
 
@@ -204,23 +204,6 @@ def test_held_out_texts_are_spread_over_the_whole_set():
     kept, held = split_held_out(list(range(10)), 3)
     assert held == [0, 3, 6] and kept == [1, 2, 4, 5, 7, 8, 9]
     assert split_held_out([1, 2], 5) == ([], [1, 2])
-
-
-def test_odds_written_off_climb_back_while_none_of_its_nodes_is_verified(drafter_over):
-    drafter = drafter_over([[1, 2, 3]], memory=8)
-    drafter.start(torch.tensor([1]), {})
-    for _ in range(20):  # the target refuses 2 every time it is verified
-        tree = drafter.propose(_ctx(drafter.tokens)).tree
-        drafter.observe(Verdict(tree=tree.subtree([0, 1]), path=(), bonus=5, logits=torch.zeros(2, 10)), None)
-        drafter.tokens[-1:] = []  # the same context again
-    key = node_key(1, 1, 1, 1)
-    low = drafter.odds.probability(key)
-    assert low < 0.15
-    for _ in range(30):  # now nothing of its is verified
-        tree = drafter.propose(_ctx(drafter.tokens)).tree
-        drafter.observe(Verdict(tree=TokenTree.root_only(1, 10), path=(), bonus=5, logits=torch.zeros(1, 10)), None)
-        drafter.tokens[-1:] = []
-    assert drafter.odds.probability(key) > low + 0.1
 
 
 def test_wide_ranges_are_grouped_as_narrow_ones_are():

@@ -4,10 +4,12 @@ profile per method, overall and per category, as JSON, a Markdown table and a pl
 from __future__ import annotations
 
 import json
+import math
+import statistics
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -53,10 +55,6 @@ def _step_profile(runs: Sequence[Run]) -> dict:
         for name, count in (run.accepted_from or {}).items():
             credits[name] = credits.get(name, 0) + count
     total = max(sum(credits.values()), 1)
-    drafted: dict[str, int] = {}
-    for run in recorded:
-        for name, count in (run.drafted or {}).items():
-            drafted[name] = drafted.get(name, 0) + count
     carried: dict[str, dict[str, list]] = {}  # drafter -> what it held -> per prompt, in run order
     for run in recorded:
         for name, held in (run.carried or {}).items():
@@ -64,7 +62,6 @@ def _step_profile(runs: Sequence[Run]) -> dict:
                 carried.setdefault(name, {}).setdefault(key, []).append(value)
     return {
         **({"accepted_from_share": {name: count / total for name, count in credits.items()}} if credits else {}),
-        **({"drafted_share": {name: count / steps for name, count in drafted.items()}} if drafted else {}),
         **({"carried": carried} if carried else {}),
         "profiled_runs": len(recorded),
         "accepted_at_least": [sum(a >= k for a in accepted) / steps for k in range(1, max(accepted, default=0) + 1)],
@@ -87,19 +84,49 @@ def build_report(methods: Sequence[str], questions: Sequence[BenchPrompt], resul
     by_category = {c: summarise([i for i, q in enumerate(questions) if q.category == c]) for c in categories}
     for name in methods:
         overall[name]["by_category"] = {c: by_category[c][name] for c in categories}
+    runs: list[dict[str, Any]] = [
+        {"id": q.id, "category": q.category,
+         **{name: {"tokens": len(results[name][i].tokens), "seconds": results[name][i].seconds,
+                   "steps": results[name][i].steps} for name in methods}}
+        for i, q in enumerate(questions)]
     return {
         "settings": attrs.asdict(settings),
         "prompts": len(questions),
         "of": len(questions) if of is None else of,
         "interleaved": interleaved,
         "methods": overall,
-        "runs": [
-            {"id": q.id, "category": q.category,
-             **{name: {"tokens": len(results[name][i].tokens), "seconds": results[name][i].seconds,
-                       "steps": results[name][i].steps} for name in methods}}
-            for i, q in enumerate(questions)
-        ],
+        "variants": variant_ratios(runs, methods),
+        "runs": runs,
     }
+
+
+def variant_ratios(runs: Sequence[Mapping[str, Any]], methods: Collection[str]) -> dict[str, dict]:
+    """Each method ``X[...]`` run beside ``X`` (the same method with options changed): its tokens/s over ``X``'s per
+    prompt, as the mean and two standard errors of those ratios (``runs`` as a report lists them)."""
+    variants = {}
+    for name in methods:
+        base = name.partition("[")[0]
+        if base == name or base not in methods:
+            continue
+        ratios = [_rate(run[name]) / _rate(run[base]) for run in runs if _rate(run[base]) > 0]
+        if not ratios:
+            continue
+        spread = 2 * statistics.stdev(ratios) / math.sqrt(len(ratios)) if len(ratios) > 1 else None
+        variants[name] = {"of": base, "mean": statistics.fmean(ratios), "two_se": spread, "prompts": len(ratios)}
+    return variants
+
+
+def _rate(run: Mapping) -> float:
+    return run["tokens"] / run["seconds"] if run["seconds"] > 0 else 0.0
+
+
+def variant_table(variants: Mapping[str, Mapping]) -> list[str]:
+    """Markdown rows for :func:`variant_ratios`."""
+    lines = ["| variant | of | tokens/s over its method's (mean ± 2 s.e.) | prompts |", "|---|---|---|---|"]
+    for name, row in variants.items():
+        spread = "" if row["two_se"] is None else f" ± {row['two_se']:.3f}"
+        lines.append(f"| `{name}` | {row['of']} | {row['mean']:.3f}{spread} | {row['prompts']} |")
+    return lines
 
 
 def _fmt(value: float | None, pattern: str) -> str:
@@ -128,6 +155,9 @@ def markdown(report: dict) -> str:
             cells.append(f"{_fmt(cell['speedup_vs_hf'], '{:.2f}x')} ({_fmt(cell['tau'], '{:.2f}')}; "
                          f"{_fmt(cell['identical_rate'], '{:.2f}')})")
         lines.append(f"| {category} | " + " | ".join(cells) + " |")
+    if report.get("variants"):  # reports from before variants were compared have none
+        lines += ["", "Each method with options changed against the method as it is, prompt by prompt:", "",
+                  *variant_table(report["variants"])]
     profiled = {name: row for name, row in methods.items() if "accepted_at_least" in row}
     if profiled:
         depths = range(1, 1 + min(8, max(len(row["accepted_at_least"]) for row in profiled.values())))
@@ -145,7 +175,7 @@ def markdown(report: dict) -> str:
         if mixes:
             lines += ["", "Which drafter proposed the accepted tokens (a token two drafters proposed counts for both):", ""]
             lines += [f"- {name}: " + ", ".join(f"{drafter} {share:.0%}" for drafter, share in shares.items())
-                      + _drafted(profiled[name]) for name, shares in mixes.items()]
+                      for name, shares in mixes.items()]
         memories = {name: row["carried"] for name, row in profiled.items() if "carried" in row}
         if memories:
             lines += ["", "What drafters remembered from earlier generations when each prompt ran (first, mean and "
@@ -154,13 +184,6 @@ def markdown(report: dict) -> str:
                                                           for key, values in held.items())
                       for name, drafters in memories.items() for drafter, held in drafters.items()]
     return "\n".join(lines) + "\n"
-
-
-def _drafted(row: dict) -> str:
-    shares = row.get("drafted_share")
-    if not shares:
-        return ""
-    return "; drafting in " + ", ".join(f"{share:.0%} of steps ({drafter})" for drafter, share in shares.items())
 
 
 def plot(report: dict, path: Path) -> None:

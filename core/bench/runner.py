@@ -16,10 +16,9 @@ from specmix.bench.report import Run, build_report, can_plot, write_reports
 from specmix.engine import Decoder
 from specmix.errors import ConfigurationError
 from specmix.models.loading import load_model
-from specmix.options import parse_assignment, parse_value
+from specmix.options import parse_assignment
 from specmix.registry import Registry
 from specmix.settings import DecodeSettings
-from specmix.sizing.tuning import Sizing
 from specmix.text import encode
 from specmix.values import StepStats
 
@@ -36,8 +35,7 @@ def parse_method(spec: str) -> tuple[str, dict, dict]:
     """``name[...]``: a method with some components swapped and options changed: ``(name, components, options)``.
 
     In the brackets ``kind=plugin`` swaps a component and ``kind.key=value`` sets an option,
-    e.g. ``ptd[drafter.max_riders=4]`` or ``ptd[selector=learned,selector.drafter=ptd]``; ``sizing.part.knob=value``
-    sets a knob of the decoder's sizing parts (:mod:`specmix.sizing.tuning`), e.g. ``mix[sizing.payoff=false]``.
+    e.g. ``ptd[drafter.max_riders=4]`` or ``ptd[selector=learned,selector.drafter=ptd]``.
     """
     name, _, rest = spec.partition("[")
     components: dict = {}
@@ -46,10 +44,6 @@ def parse_method(spec: str) -> tuple[str, dict, dict]:
         if not rest.endswith("]"):
             raise ConfigurationError(f"method {spec!r}: options go in brackets, e.g. ptd[drafter.max_riders=4]")
         for item in filter(None, rest[:-1].split(",")):
-            if item.startswith("sizing."):  # the engine's own parts (specmix.sizing.tuning), not a component kind
-                key, _, raw = item.removeprefix("sizing.").partition("=")
-                options.setdefault("sizing", {})[key] = parse_value(raw)
-                continue
             try:
                 kind, key, value = parse_assignment(item)
             except ConfigurationError as exc:
@@ -115,14 +109,13 @@ def _stepped(decoders: Mapping[str, Decoder], ids: list[int], settings: DecodeSe
 
 def _specmix_run(decoder: Decoder, tokens: Sequence[int], steps: Sequence[StepStats], seconds: float) -> Run:
     drafters = [slot.name for slot in decoder.composition.drafters]
-    credit = drafted = None
+    credit = None
     if len(drafters) > 1:
         credit = {name: sum(s.accepted_from[i] for s in steps) for i, name in enumerate(drafters)}
-        drafted = {name: sum(s.asked[i] for s in steps) for i, name in enumerate(drafters)}
     carried = {slot.name: slot.component.carried() for slot in decoder.composition.drafters}
     return Run(tokens, seconds, len(steps), tuple(s.accepted for s in steps), tuple(s.tree_size + s.riders for s in steps),
                sum(s.draft_s + s.build_s + s.select_s for s in steps), credit,
-               {name: held for name, held in carried.items() if held is not None} or None, drafted)
+               {name: held for name, held in carried.items() if held is not None} or None)
 
 
 def _read_journal(path: Path) -> tuple[dict, dict[int, dict[str, Run]]]:
@@ -131,7 +124,9 @@ def _read_journal(path: Path) -> tuple[dict, dict[int, dict[str, Run]]]:
     if not lines:
         raise ConfigurationError(f"{path} is empty")
     lines[0].setdefault("interleave", False)  # journals from before --interleave ran whole runs
-    return lines[0], {line["index"]: {name: Run(**run) for name, run in line["runs"].items()} for line in lines[1:]}
+    fields = set(attrs.fields_dict(Run))  # journals of earlier versions may record what this one no longer does
+    return lines[0], {line["index"]: {name: Run(**{key: value for key, value in run.items() if key in fields})
+                                      for name, run in line["runs"].items()} for line in lines[1:]}
 
 
 def _journal(out: Path, header: dict, resume: bool) -> dict[int, dict[str, Run]]:
@@ -203,9 +198,8 @@ def run_bench(methods: Sequence[str], prompts: str, limit: int | None, settings:
             baseline = cast("Callable[..., Callable[[list[int], int], Run]]", registry.get("baseline", method).factory)
             runners[name] = baseline(loaded, tokenizer, settings, options)
         else:
-            sizing = Sizing.from_assignments(options.pop("sizing", {}))
             decoder = Decoder(loaded, registry.compose(method, options=options, **components), tokenizer=tokenizer,
-                              cache_dir=cache, sizing=sizing)
+                              cache_dir=cache)
             decoder.prepare()
             runners[name] = _specmix_runner(decoder, settings)
             decoders[name] = decoder

@@ -104,23 +104,15 @@ class CostCurve:
         a, b, ta, tb = sizes[-2], sizes[-1], seconds[-2], seconds[-1]
         return tb + max(tb - ta, 0.0) * (n - b) / (b - a)
 
-    def best_size(self, gains: Sequence[float], extra_tokens: int = 0, limit: int | None = None,
-                  rate: float | None = None) -> int:
-        """How many of ``gains`` (expected accepted tokens per node, best first) to verify, over ``0 <= n <= limit``.
-
-        Without ``rate``, maximises this step's expected tokens per second,
-        ``(1 + sum(gains[:n])) / T(1 + n + extra_tokens)``; the 1 is the bonus token and the root occupies a slot.
-        With ``rate``, the tokens per second steps bring overall (:mod:`specmix.sizing.step_rate`), maximises the step's
-        surplus at that rate, ``1 + sum(gains[:n]) - rate * T(1 + n + extra_tokens)``, which over many steps
-        gives more tokens per second than each step's own best ratio.
-        """
+    def best_size(self, gains: Sequence[float], extra_tokens: int = 0, limit: int | None = None) -> int:
+        """How many of ``gains`` (expected accepted tokens per node, best first) to verify, over ``0 <= n <= limit``:
+        the ``n`` that maximises this step's expected tokens per second, ``(1 + sum(gains[:n])) / T(1 + n +
+        extra_tokens)``; the 1 is the bonus token and the root occupies a slot."""
         count = len(gains) if limit is None else min(limit, len(gains))
-        worth = (lambda tokens, seconds: tokens / seconds) if rate is None else (
-            lambda tokens, seconds: tokens - rate * seconds)
-        best, best_worth, total = 0, worth(1.0, self.time(1 + extra_tokens)), 1.0
+        best, best_worth, total = 0, 1.0 / self.time(1 + extra_tokens), 1.0
         for n in range(1, count + 1):
             total += gains[n - 1]
-            value = worth(total, self.time(1 + n + extra_tokens))
+            value = total / self.time(1 + n + extra_tokens)
             if value > best_worth:
                 best, best_worth = n, value
         return best

@@ -1,15 +1,10 @@
-"""The two estimators every online estimate in sizing is built from.
+"""The estimator every online estimate in sizing is built from, and the fading sums beneath it.
 
-:class:`DecayingAverage` is a ratio of fading sums: each observation adds an amount and a
-weight, and older ones fade by ``1 - 1/memory`` per new one, so about ``memory`` recent
-observations count. Its mean is a plain mean over the first few observations and a moving
-one after; with amount and weight in different units it is a rate (tokens per second,
-tokens taken per token claimed). A ``prior`` is a mean worth ``weight`` observations that
-either stays (it holds a rarely seen estimate near its claim) or fades with the rest.
-
-:class:`BetaOdds` is the chance of a success per key: the decaying share of successes under
-a Beta prior, plus ``explore`` standard deviations of optimism that shrink as evidence
-grows, so that nothing is written off for good after a bad stretch.
+:class:`BetaOdds` is the chance of a success per key: the share of successes under a Beta
+prior, optionally fading (about ``memory`` recent observations count) and optimistic
+(``explore`` standard deviations that shrink as evidence grows). :class:`DecayingAverage` is
+its fading sums: each observation adds an amount and a weight, and older ones fade by
+``1 - 1/memory`` per new one.
 """
 
 from __future__ import annotations
@@ -21,20 +16,13 @@ from specmix.errors import ConfigurationError
 
 
 class DecayingAverage:
-    """``sum(amounts) / sum(weights)`` over fading observations (``memory`` None: none fade).
+    """``sum(amounts) / sum(weights)`` over fading observations (``memory`` None: none fade)."""
 
-    ``prior``: ``(mean, weight)`` held in the sums from the start; ``fading_prior`` lets it fade like an
-    observation, else it stays at full weight.
-    """
-
-    def __init__(self, memory: float | None = None, prior: tuple[float, float] | None = None,
-                 fading_prior: bool = False):
+    def __init__(self, memory: float | None = None):
         if memory is not None and memory < 1:
             raise ConfigurationError(f"memory is a number of observations, at least 1; got {memory}")
         self.keep = 1.0 if memory is None else 1.0 - 1.0 / memory
-        mean, weight = prior or (0.0, 0.0)
-        self.amount, self.weight = (mean * weight, weight) if fading_prior else (0.0, 0.0)
-        self._held = (0.0, 0.0) if fading_prior else (mean * weight, weight)
+        self.amount, self.weight = 0.0, 0.0
 
     def add(self, amount: float, weight: float = 1.0) -> None:
         """One observation: ``amount`` over ``weight`` (a plain value is ``add(value)``)."""
@@ -48,16 +36,8 @@ class DecayingAverage:
 
     @property
     def mean(self) -> float | None:
-        """The estimate (None while nothing, not even a prior, stands behind it)."""
-        seen = self.weight + self._held[1]
-        return (self.amount + self._held[0]) / seen if seen > 0 else None
-
-    @property
-    def backed_mean(self) -> float:
-        """:attr:`mean` where a prior of positive weight always stands behind it."""
-        mean = self.mean
-        assert mean is not None, "read only where a prior of positive weight stands behind the mean"
-        return mean
+        """The estimate (None before the first observation)."""
+        return self.amount / self.weight if self.weight > 0 else None
 
 
 class BetaOdds:

@@ -12,16 +12,13 @@ class BudgetSelector(ReachSelector):
     log-probs). Trees without draft scores get ``prior / siblings`` per edge. Reach never
     grows down a path, so any best-first prefix is prefix-closed. The node count is
     ``budget`` if given, else the count that maximises expected tokens per second on the
-    measured cost curve, riders included in the forward size; there, scores that are not
-    acceptance odds already are calibrated against verdicts first (``calibrate``, see
-    :class:`~specmix.ReachSelector`).
+    measured cost curve, riders included in the forward size.
     """
 
     uses = frozenset({Capability.LOGPROBS})
 
-    def __init__(self, budget: int | None = None, prior: float = 0.5, calibrate: bool = True,
-                 calibration_memory: float | None = 256.0) -> None:
-        super().__init__(budget, calibrate, calibration_memory)
+    def __init__(self, budget: int | None = None, prior: float = 0.5) -> None:
+        super().__init__(budget)
         if not 0 < prior <= 1:
             raise ConfigurationError(f"prior must lie in (0, 1], got {prior}")
         self.prior = prior

@@ -140,8 +140,9 @@ class DiffusionDrafter(Drafter):
     def catch_up(self) -> None:
         """Bring the context up to the committed tokens: the hidden states kept since the last pass, in one batch.
 
-        A drafter that sits steps out (in a mix that finds it does not pay) would otherwise pay a small
-        fusion and key-value pass after each of them; one pass over all the rows costs about what one row does.
+        A drafter that drafts nothing for some steps (the first, or where its adaptive block finds nothing worth
+        drafting) would otherwise pay a small fusion and key-value pass after each of them; one pass over all the
+        rows costs about what one row does.
         """
         if not self.pending:
             return

@@ -26,12 +26,8 @@ class CorpusDrafter(Drafter):
     nodes, ``depth`` deep). A node's score is the chance that the target takes
     it once its parent is reached, estimated per match length, depth, share of the
     parent's occurrences and how many those were: it starts from the rates measured on
-    held-out answers when the corpus was made, learns from every verdict of the
-    generation (about ``memory`` recent ones per key), so a selector can weigh the nodes
-    against forward time. It keeps exploring without optimism by default (``explore``
-    standard deviations of it; half a deviation verified a position more a step on MT-bench
-    for fewer tokens per second): in a step where none of its nodes is verified, old
-    evidence fades, so a key that a bad stretch wrote off climbs back to its measured rate.
+    held-out answers when the corpus was made and learns from every verdict of the
+    generation, so a selector can weigh the nodes against forward time.
 
     Options: ``corpus``, a directory made by ``specmix train corpus`` (default: the one
     shipped for this target); ``random_documents``: a corpus of that many random documents
@@ -43,18 +39,18 @@ class CorpusDrafter(Drafter):
     test_options = {"random_documents": 64}
 
     def __init__(self, corpus: str | None = None, longest: int = 32, nodes: int = 16, depth: int = 8,
-                 explore: float = 0.0, memory: float | None = 64.0, random_documents: int | None = None) -> None:
+                 random_documents: int | None = None) -> None:
         if longest < 1 or nodes < 1 or depth < 1:
             raise ConfigurationError("longest, nodes and depth must be at least 1")
         self.corpus_option, self.longest, self.nodes, self.depth = corpus, longest, nodes, depth
-        self.explore, self.memory, self.random_documents = explore, memory, random_documents
+        self.random_documents = random_documents
 
     def attach(self, target: Target) -> None:
         if self.random_documents:
             self.corpus = Corpus.random(target.vocab_size, target.fingerprint, self.random_documents)
         else:
             self.corpus = Corpus.find(self.corpus_option, target.fingerprint, SHIPPED)
-        self.odds = ContinuationOdds(prior=self.corpus.overall, explore=self.explore, memory=self.memory,
+        self.odds = ContinuationOdds(prior=self.corpus.overall,
                                      priors=self.corpus.priors)
 
     def start(self, prompt: torch.Tensor, hidden: HiddenStates) -> None:
@@ -74,20 +70,16 @@ class CorpusDrafter(Drafter):
                                        vocab_size=ctx.vocab_size, logprobs=logprobs))
 
     def observe(self, verdict: Verdict, ctx: StepContext) -> None:
-        if self.keys and not self._learn(verdict):  # keys are empty too when a mix had this step go without it
-            self.odds.fade()  # none of its nodes was verified: old evidence fades, so a key written off is tried again
+        self._learn(verdict)
         self.keys = {}
         self.tokens.extend(verdict.committed)
 
-    def _learn(self, verdict: Verdict) -> bool:
-        """Count every verified node of ours whose parent the walk reached, taken if the walk went on through it;
-        whether there was any."""
-        tree, accepted, learnt = verdict.tree, verdict.tokens, False
+    def _learn(self, verdict: Verdict) -> None:
+        """Count every verified node of ours whose parent the walk reached, taken if the walk went on through it."""
+        tree, accepted = verdict.tree, verdict.tokens
         for depth, node in enumerate((0, *verdict.path)):
             prefix = accepted[:depth]
             for child in tree.children[node]:
                 key = self.keys.get(prefix + (tree.token_list[child],))
                 if key is not None:
                     self.odds.count(key, depth < len(accepted) and accepted[depth] == tree.token_list[child])
-                    learnt = True
-        return learnt

@@ -27,17 +27,16 @@ class LearnedSelector(ReachSelector):
 
     Options: ``weights`` (a scorer directory; default: the one shipped for this target and
     ``drafter``), ``drafter`` (whose trees the scorer was trained on: ``diffusion``),
-    ``budget``, ``calibrate`` (learn from verdicts how the scorer's chances fare, on by
-    default: trained offline, they ran about twice what was accepted), and ``random_init``
-    for an untrained scorer (tests: losslessness never depends on the scorer).
+    ``budget``, and ``random_init`` for an untrained scorer (tests: losslessness never
+    depends on the scorer).
     """
 
     uses = frozenset({Capability.LOGPROBS, Capability.MARGINALS, Capability.FEATURES})
     test_options = {"random_init": True}
 
     def __init__(self, weights: str | None = None, drafter: str = "diffusion", budget: int | None = None,
-                 random_init: bool = False, seed: int = 0, calibrate: bool = True):
-        super().__init__(budget, calibrate)
+                 random_init: bool = False, seed: int = 0):
+        super().__init__(budget)
         self.weights, self.drafter, self.random_init, self.seed = weights, drafter, random_init, seed
 
     def attach(self, target: Target) -> None:
@@ -50,10 +49,6 @@ class LearnedSelector(ReachSelector):
         directory, config = weights_dir.find(ScorerConfig, target.fingerprint, chosen=self.weights, shipped=SHIPPED,
                                              what="scorer", hint=TRAIN_HINT, drafter=self.drafter)
         self.scorer = Scorer.load(directory, config)
-
-    def learns(self, proposal: Proposal) -> bool:
-        """Always: the reach is the scorer's own, whatever the drafter's scores are."""
-        return True
 
     @torch.no_grad()
     def reach(self, tree: TokenTree, proposal: Proposal) -> torch.Tensor:

@@ -14,7 +14,7 @@ def _propose(drafter, tokens, vocab=50):
 
 
 def test_proposes_a_trie_of_every_continuation_of_the_longest_match():
-    drafter = NgramDrafter(max_ngram=2, depth=3, explore=0, memory=None)
+    drafter = NgramDrafter(max_ngram=2, depth=3)
     context = [1, 2, 3, 4, 9, 1, 2, 5, 6, 7, 8, 1, 2]
     drafter.start(torch.tensor(context), {})
     tree = _propose(drafter, context)
@@ -27,7 +27,7 @@ def test_proposes_a_trie_of_every_continuation_of_the_longest_match():
 def test_calibrates_continuation_odds_from_verdicts():
     from specmix import Verdict
 
-    drafter = NgramDrafter(max_ngram=1, depth=2, prior=0.5, prior_weight=2, explore=0, memory=None)
+    drafter = NgramDrafter(max_ngram=1, depth=2, prior=0.5, prior_weight=2)
     context = [1, 2, 3, 1]
     drafter.start(torch.tensor(context), {})
     tree = _propose(drafter, context)  # root 1 -> 2 -> 3
@@ -44,7 +44,7 @@ def test_calibrates_continuation_odds_from_verdicts():
 def test_a_node_below_the_first_is_priced_as_the_longer_match_reaching_it_makes():
     from specmix import Verdict
 
-    drafter = NgramDrafter(max_ngram=1, depth=3, prior=0.5, prior_weight=2, explore=0, memory=None)
+    drafter = NgramDrafter(max_ngram=1, depth=3, prior=0.5, prior_weight=2)
     context = [1, 2, 3, 4, 1]
     drafter.start(torch.tensor(context), {})
     tree = _propose(drafter, context)  # root 1 -> 2 -> 3 -> 4, after a one-token match

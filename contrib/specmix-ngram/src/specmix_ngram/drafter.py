@@ -27,11 +27,7 @@ class NgramDrafter(Drafter):
     The match length is how far back the context agrees with the most recent occurrence
     (1, 2, 3, 4-7 or 8+ tokens), so a long match is tried on its own evidence. Below the
     first token it grows by the tokens of the continuation above the node: the target
-    reaches a node only by taking them, and then the match is that much longer. (Deeper
-    nodes kept apart only from first ones were priced at one rate for every depth: on ten
-    MT-bench answers, nodes two tokens down were taken 57% of the time and six down 91%.) The
-    estimate explores (``explore`` standard deviations of optimism, and a ``memory`` of
-    about 64 observations per key), so early misses never switch lookup off for good.
+    reaches a node only by taking them, and then the match is that much longer.
 
     Across generations the drafter remembers the target's outputs (up to ``remember``
     tokens, oldest forgotten first; 0 for none), as SuffixDecoding's global tree does: when
@@ -44,8 +40,7 @@ class NgramDrafter(Drafter):
     calibrated = True  # its odds are learnt from verdicts: a mix takes them as they are
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1, depth: int = 10, max_matches: int = 8,
-                 prior: float = 0.5, prior_weight: float = 2.0, explore: float = 1.0, memory: float | None = 64.0,
-                 remember: int = 65536):
+                 prior: float = 0.5, prior_weight: float = 2.0, remember: int = 65536):
         if not 1 <= min_ngram <= max_ngram:
             raise ConfigurationError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram} and {max_ngram}")
         if depth < 1 or max_matches < 1:
@@ -53,7 +48,7 @@ class NgramDrafter(Drafter):
         if remember < 0:
             raise ConfigurationError(f"remember is a number of tokens, 0 or more; got {remember}")
         self.max_ngram, self.min_ngram, self.depth, self.max_matches = max_ngram, min_ngram, depth, max_matches
-        self.odds = ContinuationOdds(prior, prior_weight, explore, memory)  # keyed by (source, match length, deeper)
+        self.odds = ContinuationOdds(prior, prior_weight)  # keyed by (source, match length, deeper)
         self.earlier = SuffixMemory(remember, min_ngram, max_ngram)
         self.prompt: tuple[int, ...] | None = None
 

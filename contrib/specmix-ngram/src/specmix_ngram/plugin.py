@@ -29,14 +29,13 @@ def register_methods(register):
     ))
     # The drafters that pay on a two-core CPU: lookup in the context and retrieval from the target's earlier answers.
     # The diffusion drafter and PTD join with --drafter ngram+corpus+diffusion+ptd; here their passes cost more than
-    # they bring. In the mix the lookup explores less: the corpus's nodes stand beside its guesses.
+    # they bring.
     register(Method(
         name="mix",
         drafter="ngram+corpus",
         builder="drafted+drafted",
         selector="budget",
         verifier="tree",
-        options={"drafter": {"ngram.explore": 0.5}},
         description="Lookup where the text repeats, retrieval from the target's own earlier answers where it does not: "
                     "one tree, both scored by acceptance odds learnt from verdicts, cut by the cost curve.",
         default=OFFERED + 1,
