@@ -86,3 +86,25 @@ class TestPTDBranches(ConformanceSuite):
     drafter = "ptd"
     options = {"drafter": {"linked_spine": False, "max_children": 1, "max_riders": 6}}
     sampling_samples = 300
+
+
+def test_the_rider_budget_tries_every_count_then_keeps_the_best():
+    from specmix import CostCurve
+    from specmix.plugins.ptd.rider_budget import RiderBudget
+
+    curve = CostCurve(sizes=(1, 16), seconds=(1.0, 2.5))
+    budget = RiderBudget({0, 2, 8}, window=2)
+    tokens = {0: 1, 2: 1, 8: 3}  # eight riders pay: 3 tokens for a forward of 9
+    chosen = []
+    for _ in range(40):
+        arm = budget.choose()
+        chosen.append(arm)
+        budget.record(arm, tokens[arm], 1 + arm, curve)
+    assert chosen[:6] == [2, 2, 8, 8, 0, 0]  # each count tried first, the fewest riders that send any first, none last
+    assert set(chosen[6:]) == {8}  # then the best
+    budget.reset()
+    tokens = {0: 1, 2: 1, 8: 1}  # riders that never pay: none are sent
+    for _ in range(12):
+        arm = budget.choose()
+        budget.record(arm, tokens[arm], 1 + arm, curve)
+    assert budget.choose() == 0

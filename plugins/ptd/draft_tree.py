@@ -56,9 +56,9 @@ class ProgressiveDraftTree:
                 node.children.append(DraftNode(chain[1]))
             self.spine.append(node)
 
-    def riders(self) -> Riders:
-        """The tree in depth-first order (at most ``max_riders`` nodes; maybe none), remembered for ``grow``."""
-        limit = self.max_riders
+    def riders(self, limit: int | None = None) -> Riders:
+        """The tree in depth-first order (at most ``limit``, else ``max_riders``, nodes; maybe none), remembered for ``grow``."""
+        limit = self.max_riders if limit is None else min(limit, self.max_riders)
         order: list[DraftNode] = []
         offsets: list[int] = []
         visible_sets: list[list[int]] = []
