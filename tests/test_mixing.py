@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from specmix import DecodeSettings, Proposal, Riders, StepContext, TokenTree
-from specmix.sizing.calibration import Calibration
 from specmix.sizing.mixing import Mix, combined_riders
 from specmix.testing import ConformanceSuite, reference_greedy, tiny_model
 from specmix.testing.properties import make_decoder
@@ -33,7 +32,7 @@ def _ctx(root=0, vocab=16):
 
 
 def test_merged_trees_keep_each_node_once_with_the_mean_of_its_drafters_estimates():
-    mix = Mix(2, Calibration())
+    mix = Mix(2)
     first = TokenTree(tokens=[0, 1, 2], parents=[-1, 0, 1], vocab_size=16, logprobs=[0, -0.1, -0.5])
     second = TokenTree(tokens=[0, 1, 3], parents=[-1, 0, 1], vocab_size=16, logprobs=[0, -2.0, -0.2])
     tree, proposal = mix.merge([first, second], [Proposal(tree=first), Proposal(tree=second)], _ctx())
@@ -64,7 +63,7 @@ def _claim(token, logprob):
 
 
 def test_a_calibrated_drafters_claim_stands_alone_and_an_uncalibrated_ones_is_learnt():
-    mix = Mix(2, Calibration(), calibrated=[True, False])
+    mix = Mix(2, calibrated=[True, False])
     tree = _learn(mix, [NOTHING, _claim(4, -0.05)], taken=None)  # drafter 1 claims 0.95 for a token never taken
     assert math.exp(float(tree.logprobs[1])) < 0.2 and mix.calibration.odds.counts.keys() == {((1, "alone"), 1, 8)}
     tree, _ = mix.merge([_claim(4, -0.05), NOTHING], [Proposal(tree=_claim(4, -0.05)), Proposal(tree=NOTHING)], _ctx())
@@ -72,7 +71,7 @@ def test_a_calibrated_drafters_claim_stands_alone_and_an_uncalibrated_ones_is_le
 
 
 def test_a_claim_another_drafter_contests_is_learnt_apart_from_the_same_claim_alone():
-    mix = Mix(2, Calibration(), calibrated=[True, True])
+    mix = Mix(2, calibrated=[True, True])
     tree = _learn(mix, [_claim(4, -0.05), _claim(5, -1.5)], taken=5)  # the target sides with drafter 1's token
     scores = dict(zip(tree.token_list[1:], (math.exp(float(v)) for v in tree.logprobs[1:])))
     assert scores[4] < 0.2 and scores[5] > 0.8
@@ -83,7 +82,7 @@ def test_a_claim_another_drafter_contests_is_learnt_apart_from_the_same_claim_al
 
 
 def test_a_token_two_drafters_agree_on_is_scored_on_what_agreement_brings():
-    mix = Mix(2, Calibration(), calibrated=[True, True])
+    mix = Mix(2, calibrated=[True, True])
     first, second = _claim(4, math.log(0.3)), _claim(4, math.log(0.2))
     assert math.exp(float(mix.merge([first, second], [Proposal(tree=first), Proposal(tree=second)],
                                     _ctx())[0].logprobs[1])) == pytest.approx(0.25)
@@ -92,7 +91,7 @@ def test_a_token_two_drafters_agree_on_is_scored_on_what_agreement_brings():
 
 
 def test_calibration_learns_that_a_drafter_overclaims():
-    mix = Mix(2, Calibration())
+    mix = Mix(2)
     boastful = TokenTree(tokens=[0, 4], parents=[-1, 0], vocab_size=16, logprobs=[0, -0.05])
     for _ in range(30):  # claims 0.95, is never right
         tree, _ = mix.merge([boastful, NOTHING], [Proposal(tree=boastful), Proposal(tree=NOTHING)], _ctx())

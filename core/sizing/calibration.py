@@ -28,9 +28,6 @@ class Calibration:
     def __init__(self) -> None:
         self.odds = BetaOdds()
 
-    def reset(self) -> None:
-        self.odds.reset()
-
     @staticmethod
     def _key(drafter: Hashable, depth: int, claimed: float) -> tuple[Hashable, int, int]:
         return drafter, min(depth, 3), bisect.bisect_left(EDGES, claimed)

@@ -110,10 +110,10 @@ def _situation(source: int, proposers: dict[int, float], beside: set[int]) -> st
 class Mix(Drafters):
     """Several drafters: one merged tree, calibrated scores, riders side by side, one verdict each."""
 
-    def __init__(self, drafters: int, calibration: Calibration | None = None, calibrated: Sequence[bool] = ()):
+    def __init__(self, drafters: int, calibrated: Sequence[bool] = ()):
         """``calibrated``: per drafter, whether its scores are acceptance estimates already, taken as they are."""
         self.drafters = drafters
-        self.calibration = calibration or Calibration()
+        self.calibration = Calibration()
         self.calibrated = tuple(calibrated) or (False,) * drafters
         self._mapped_tree: TokenTree | None = None
 

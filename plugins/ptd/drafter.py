@@ -62,7 +62,7 @@ class PTDDrafter(Drafter):
         self.pool = CandidatePool(self.pool_nodes)
         self.odds.reset()
         self.budget.reset()
-        self.sending: int | None = None
+        self.sending = max(self.budget.arms)  # the rider count of the step being verified
 
     def propose(self, ctx: StepContext) -> Proposal:
         tree = self.pool.tree(ctx.root, ctx.vocab_size, min(self.candidate_depth, ctx.max_depth),
@@ -82,8 +82,7 @@ class PTDDrafter(Drafter):
             for node in sent:
                 self.pool.add(node.token, node.paths())
         self.odds.record(verdict, lambda node: tree.depth_list[node] >= 1)
-        if ctx.cost is not None and self.sending is not None:
+        if ctx.cost is not None:
             riders = 0 if verdict.rider_logits is None else verdict.rider_logits.shape[0]
             self.budget.record(self.sending, len(verdict.committed), tree.size + riders, ctx.cost)
-        self.sending = None
 
